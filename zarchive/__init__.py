@@ -1,0 +1,57 @@
+"""zarchive: save ML work (models with their configs, arrays, tables, dataclasses) in one readable,
+safe, lazily readable zip archive.
+
+    import zarchive
+    zarchive.save(obj, "run.zarc"); obj2 = zarchive.read("run.zarc")
+    with zarchive.open("run.zarc") as arc: w = arc["model/state_dict/layer.weight"]
+"""
+
+from __future__ import annotations
+
+from .api import ZArchive, open, read, save, verify
+from .errors import (
+    ConfigMismatchError,
+    FieldMismatchError,
+    FormatError,
+    IntegrityError,
+    MemberNotFoundError,
+    NotAZipError,
+    SaveError,
+    UnknownTypeError,
+    UnsafeArchiveError,
+    VersionError,
+    ZArchiveError,
+)
+from .handlers.base import Handler
+from .lazy import LazyArchive
+from .options import ErrorMode
+from .protocol import FORMAT_VERSION
+from .registry import register_handler, unregister_handler
+from .typeref import register_class, unregister_class
+
+__all__ = [
+    "FORMAT_VERSION",
+    "ConfigMismatchError",
+    "ErrorMode",
+    "FieldMismatchError",
+    "FormatError",
+    "Handler",
+    "IntegrityError",
+    "LazyArchive",
+    "MemberNotFoundError",
+    "NotAZipError",
+    "SaveError",
+    "UnknownTypeError",
+    "UnsafeArchiveError",
+    "VersionError",
+    "ZArchive",
+    "ZArchiveError",
+    "open",
+    "read",
+    "register_class",
+    "register_handler",
+    "save",
+    "unregister_class",
+    "unregister_handler",
+    "verify",
+]

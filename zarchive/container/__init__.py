@@ -1,0 +1,1 @@
+"""The zip container and its member formats. Knows nothing of Python objects."""

@@ -1,0 +1,228 @@
+"""Opens an archive: validates the zip, the metadata and the manifest, then serves members on demand.
+
+Opening reads only the zip directory, `metadata.json` and `manifest.json`. Member bytes are read when
+asked for, checked against the checksums the metadata records (unless verification is switched off),
+and compressed members are decompressed one at a time, bounded by their declared size.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..errors import FormatError, IntegrityError, MemberNotFoundError, UnsafeArchiveError, VersionError
+from ..protocol import FORMAT_NAME, FORMAT_MAJOR
+from . import codecs
+from .archive_writer import HEADER_LABEL, MANIFEST_NAME, METADATA_NAME
+from .crc import crc32, crc_hex
+from .jsontext import loads_strict
+from .source import ByteSource
+from .zipreader import DEFAULT_MAX_MEMBERS, ZipReader
+
+MAX_JSON_MEMBER_BYTES = 512 << 20
+DEFAULT_MAX_DECOMPRESSED = 4 << 30
+_HEX8 = re.compile(r"^[0-9a-f]{8}$")
+_VERSION = re.compile(r"^(\d{1,6})\.(\d{1,6})$")
+
+
+class ArchiveReader:
+    """The validated structure of one archive, and checked access to its members."""
+
+    def __init__(
+        self,
+        source: ByteSource,
+        *,
+        verify: bool = True,
+        max_members: int = DEFAULT_MAX_MEMBERS,
+        max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+    ) -> None:
+        self.source = source
+        self.verify = verify
+        self.max_decompressed = max_decompressed
+        self.zip = ZipReader(source, max_members=max_members)
+        self._decoded: dict[str, memoryview] = {}
+        self._checked: set[tuple[str, str]] = set()
+        for required in (MANIFEST_NAME, METADATA_NAME):
+            if required not in self.zip.members:
+                raise FormatError(f"the archive has no {required!r}: not a zarchive file", member=required)
+        self.metadata = self._read_json(METADATA_NAME, check_listed=False)
+        self._check_metadata()
+        self.manifest = self._read_json(MANIFEST_NAME)
+        if not isinstance(self.manifest, dict) or "root" not in self.manifest:
+            raise FormatError("the manifest has no 'root' node", member=MANIFEST_NAME)
+
+    # --- structure checks ---
+    def _read_json(self, name: str, *, check_listed: bool = True) -> Any:
+        info = self.zip.members[name]
+        if info.size > MAX_JSON_MEMBER_BYTES:
+            raise UnsafeArchiveError(f"{info.size} bytes of JSON is over the limit", member=name)
+        data = self.zip.read_checked(name)
+        if check_listed:
+            self._check_member_crc(name, data)
+        return loads_strict(data, member=name)
+
+    def _check_metadata(self) -> None:
+        meta = self.metadata
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
+            raise FormatError("the metadata does not describe a zarchive file", member=METADATA_NAME)
+        version = meta.get("format_version")
+        match = _VERSION.match(version) if isinstance(version, str) else None
+        if not match:
+            raise FormatError(f"bad format_version {version!r}", member=METADATA_NAME)
+        if int(match.group(1)) > FORMAT_MAJOR:
+            raise VersionError(
+                f"written with format version {version}; this zarchive reads major version "
+                f"{FORMAT_MAJOR} and older: upgrade zarchive to read it",
+                member=METADATA_NAME,
+            )
+        members = meta.get("members")
+        if not isinstance(members, dict):
+            raise FormatError("the metadata has no 'members' table", member=METADATA_NAME)
+        for name, info in self.zip.members.items():
+            if name == METADATA_NAME:
+                continue
+            entry = members.get(name)
+            if entry is None:
+                raise UnsafeArchiveError("member is not listed in the metadata", member=name)
+            self._check_member_entry(name, entry, info.size, info.crc)
+        for name in members:
+            if name not in self.zip.members:
+                raise FormatError("the metadata lists a member the zip does not have", member=name)
+
+    def _check_member_entry(self, name: str, entry: Any, stored: int, crc: int) -> None:
+        if not isinstance(entry, dict):
+            raise FormatError("bad metadata entry", member=name)
+        codec = entry.get("codec")
+        if codec not in ("none", "zstd"):
+            raise FormatError(f"unknown codec {codec!r}", member=name)
+        if codec == "zstd" and not name.endswith(codecs.ZSTD_SUFFIX):
+            raise FormatError("a zstd member's name must end in .zst", member=name)
+        for key in ("size", "stored_size"):
+            if type(entry.get(key)) is not int or entry[key] < 0:
+                raise FormatError(f"bad {key!r} in the metadata", member=name)
+        if entry["stored_size"] != stored:
+            raise IntegrityError(
+                f"the metadata says {entry['stored_size']} stored bytes, the zip holds {stored}", member=name
+            )
+        if codec == "none" and entry["size"] != stored:
+            raise IntegrityError("size and stored_size differ for an uncompressed member", member=name)
+        if not isinstance(entry.get("crc32"), str) or not _HEX8.match(entry["crc32"]):
+            raise FormatError("bad crc32 in the metadata", member=name)
+        if entry["crc32"] != crc_hex(crc):
+            raise IntegrityError("the metadata and the zip header disagree on the CRC", member=name)
+        entries = entry.get("entries", {})
+        if not isinstance(entries, dict):
+            raise FormatError("bad 'entries' in the metadata", member=name)
+        for label, e in entries.items():
+            if (
+                not isinstance(e, dict)
+                or type(e.get("offset")) is not int
+                or type(e.get("size")) is not int
+                or e["offset"] < 0
+                or e["size"] < 0
+                or e["offset"] + e["size"] > entry["size"]
+                or not isinstance(e.get("crc32"), str)
+                or not _HEX8.match(e["crc32"])
+            ):
+                raise FormatError(f"bad checksum entry {label!r}", member=name)
+
+    def _check_member_crc(self, name: str, data: memoryview) -> None:
+        entry = self.metadata["members"][name]
+        if entry["crc32"] != crc_hex(self.zip.members[name].crc):
+            raise IntegrityError("checksum mismatch", member=name)
+
+    # --- member access ---
+    def has_member(self, name: str) -> bool:
+        return name in self.zip.members and name != METADATA_NAME
+
+    def member_entry(self, name: str, *, path: str | None = None) -> dict[str, Any]:
+        if not isinstance(name, str) or name in (METADATA_NAME, MANIFEST_NAME) or name not in self.zip.members:
+            raise MemberNotFoundError("the manifest refers to a member the archive does not have",
+                                      member=str(name)[:200], path=path)
+        return self.metadata["members"][name]
+
+    def member_bytes(self, name: str, *, path: str | None = None, expected_size: int | None = None) -> memoryview:
+        """A member's decoded bytes, verified."""
+        entry = self.member_entry(name, path=path)
+        if expected_size is not None and entry["size"] != expected_size:
+            raise UnsafeArchiveError(
+                f"the metadata declares {entry['size']} bytes, the manifest needs {expected_size}",
+                member=name, path=path,
+            )
+        cached = self._decoded.get(name)
+        if cached is not None:
+            return cached
+        if entry["codec"] == "none":
+            data = self.zip.view(name)
+            if self.verify and (name, "") not in self._checked:
+                if crc32(data) != self.zip.members[name].crc:
+                    raise IntegrityError("member bytes do not match their checksum (damaged file)",
+                                         member=name, path=path)
+                self._checked.add((name, ""))
+            return data
+        if entry["size"] > self.max_decompressed:
+            raise UnsafeArchiveError(
+                f"declares {entry['size']} decompressed bytes, over the limit of {self.max_decompressed} "
+                "(raise max_decompressed to read it)",
+                member=name, path=path,
+            )
+        raw = self.zip.view(name)
+        if self.verify and crc32(raw) != self.zip.members[name].crc:
+            raise IntegrityError("compressed bytes do not match their checksum (damaged file)",
+                                 member=name, path=path)
+        out = codecs.decompress_bounded(raw, entry["size"], member=name)
+        if self.verify and crc_hex(crc32(out)) != entry.get("content_crc32"):
+            raise IntegrityError("decompressed bytes do not match their checksum", member=name, path=path)
+        view = memoryview(out)
+        self._decoded[name] = view
+        return view
+
+    def member_range(self, name: str, begin: int, end: int, label: str, *, path: str | None = None) -> memoryview:
+        """Bytes [begin, end) of a member, verified by the entry checksum `label` when it is stored
+        uncompressed (so one tensor is checked without reading its neighbours)."""
+        entry = self.member_entry(name, path=path)
+        if not (0 <= begin <= end <= entry["size"]):
+            raise FormatError("range outside the member", member=name, path=path)
+        if entry["codec"] != "none":
+            return self.member_bytes(name, path=path)[begin:end]
+        info = self.zip.members[name]
+        data = self.source.view(info.data_offset + begin, end - begin)
+        if self.verify and (name, label) not in self._checked:
+            e = entry.get("entries", {}).get(label)
+            if e is None or e["offset"] != begin or e["size"] != end - begin:
+                raise IntegrityError(f"no checksum recorded for entry {label!r}", member=name, path=path)
+            if crc_hex(crc32(data)) != e["crc32"]:
+                raise IntegrityError(f"entry {label!r} does not match its checksum (damaged file)",
+                                     member=name, path=path)
+            self._checked.add((name, label))
+        return data
+
+    def header_range(self, name: str, end: int, *, path: str | None = None) -> memoryview:
+        """The first `end` bytes of a member (its format header), verified like an entry."""
+        return self.member_range(name, 0, end, HEADER_LABEL, path=path)
+
+    def verify_all(self) -> list[tuple[str, str]]:
+        """Check every member against every recorded checksum; (member, problem) for each failure."""
+        problems: list[tuple[str, str]] = []
+        for name, entry in self.metadata["members"].items():
+            try:
+                raw = self.zip.view(name)
+                if crc32(raw) != self.zip.members[name].crc:
+                    problems.append((name, "stored bytes do not match the CRC"))
+                    continue
+                if entry["codec"] == "zstd":
+                    out = codecs.decompress_bounded(raw, entry["size"], member=name)
+                    if crc_hex(crc32(out)) != entry.get("content_crc32"):
+                        problems.append((name, "decompressed bytes do not match content_crc32"))
+                    continue
+                for label, e in entry.get("entries", {}).items():
+                    part = raw[e["offset"] : e["offset"] + e["size"]]
+                    if crc_hex(crc32(part)) != e["crc32"]:
+                        problems.append((name, f"entry {label!r} does not match its checksum"))
+            except FormatError as e:
+                problems.append((name, e.message))
+        return problems
+
+    def close(self) -> None:
+        self._decoded.clear()
+        self.source.close()

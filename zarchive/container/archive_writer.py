@@ -1,0 +1,216 @@
+"""Writes a whole archive: manifest first, members streamed, metadata last, moved into place atomically.
+
+The archive is written to a temporary file beside its target, flushed and fsync'd, then renamed over
+the target and the directory fsync'd. Until the rename, the old file is untouched; after it, readers
+that had the old file open or mapped keep seeing the old inode. Nothing is ever written in place.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Literal
+
+from ..errors import SaveError
+from . import codecs
+from .crc import crc32, crc32_combine, crc_hex
+from .jsontext import dumps_pretty
+from .names import check_name
+from .zipwriter import EntryWriter, ZipWriter
+
+MANIFEST_NAME = "manifest.json"
+METADATA_NAME = "metadata.json"
+RESERVED_NAMES = frozenset({MANIFEST_NAME, METADATA_NAME})
+MEMBER_ALIGN = 64
+HEADER_LABEL = "$header"
+_BIG = 4 << 20  # buffers above this are checksummed on a second core while they are written
+
+Part = tuple[str | None, memoryview]  # (entry label for its own checksum, bytes)
+CompressHint = Literal["never", "try", "always"]
+
+
+@dataclass
+class MemberPlan:
+    """A member to be written: its name, how to produce its bytes, and whether to compress it."""
+
+    base_name: str
+    parts: Callable[[], Iterable[Part]]
+    compress: CompressHint = "try"
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    name: str = ""
+    codec: str = "none"
+
+
+def choose_codecs(members: list[MemberPlan], level: int | None) -> None:
+    """Decide each member's codec and final name, and point the manifest nodes at that name."""
+    for m in members:
+        use_zstd = False
+        if level is not None and m.compress != "never":
+            if m.compress == "always":
+                use_zstd = True
+            else:
+                sample = codecs.take_sample(buf for _, buf in m.parts())
+                use_zstd = codecs.worth_compressing(sample, level)
+        m.codec = "zstd" if use_zstd else "none"
+        m.name = m.base_name + (codecs.ZSTD_SUFFIX if use_zstd else "")
+        check_name(m.name)
+        for node in m.nodes:
+            node["$ref"] = m.name
+
+
+class _ChecksumPool:
+    """Computes CRCs of big buffers on another thread while the main thread writes them."""
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zarchive-crc")
+
+    def write_with_crc(self, sink: EntryWriter, buf: memoryview) -> int:
+        if buf.nbytes < _BIG:
+            sink.write_untracked(buf)
+            return crc32(buf)
+        future = self._pool.submit(crc32, buf)
+        sink.write_untracked(buf)
+        return future.result()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+def _write_plain(zw: ZipWriter, m: MemberPlan, pool: _ChecksumPool) -> dict[str, Any]:
+    sink = zw.open_entry(m.name, align=MEMBER_ALIGN)
+    sink.track_crc = False
+    running = 0
+    entries: dict[str, dict[str, Any]] = {}
+    for label, buf in m.parts():
+        buf = buf.cast("B") if buf.format != "B" or buf.ndim != 1 else buf
+        offset = sink.entry.size
+        part_crc = pool.write_with_crc(sink, buf)
+        running = crc32_combine(running, part_crc, buf.nbytes) if buf.nbytes >= 65536 else crc32(buf, running)
+        if label is not None:
+            entries[label] = {"offset": offset, "size": buf.nbytes, "crc32": crc_hex(part_crc)}
+    entry = sink.close(crc=running)
+    info: dict[str, Any] = {
+        "codec": "none",
+        "size": entry.size,
+        "stored_size": entry.size,
+        "crc32": crc_hex(entry.crc),
+    }
+    if entries:
+        info["entries"] = entries
+    return info
+
+
+def _write_zstd(zw: ZipWriter, m: MemberPlan, level: int) -> dict[str, Any]:
+    parts = [buf.cast("B") if buf.format != "B" or buf.ndim != 1 else buf for _, buf in m.parts()]
+    total = sum(p.nbytes for p in parts)
+    sink = zw.open_entry(m.name, align=1)
+    content_crc = 0
+    writer = codecs.compressor(level, total).stream_writer(sink, size=total, closefd=False)
+    for p in parts:
+        content_crc = crc32(p, content_crc)
+        writer.write(p)
+    writer.flush(codecs.zstandard.FLUSH_FRAME)
+    writer.close()
+    entry = sink.close()
+    return {
+        "codec": "zstd",
+        "size": total,
+        "stored_size": entry.size,
+        "crc32": crc_hex(entry.crc),
+        "content_crc32": crc_hex(content_crc),
+    }
+
+
+def write_archive(
+    target: BinaryIO,
+    manifest: dict[str, Any],
+    members: list[MemberPlan],
+    metadata: dict[str, Any],
+    level: int | None,
+) -> None:
+    """Write the archive into an open, seekable binary file (the caller handles atomicity)."""
+    zw = ZipWriter(target)
+    manifest_bytes = dumps_pretty(manifest)
+    m_entry = zw.write_entry(MANIFEST_NAME, manifest_bytes)
+    infos: dict[str, Any] = {
+        MANIFEST_NAME: {
+            "codec": "none",
+            "size": m_entry.size,
+            "stored_size": m_entry.size,
+            "crc32": crc_hex(m_entry.crc),
+        }
+    }
+    pool = _ChecksumPool()
+    try:
+        for m in members:
+            if m.codec == "zstd":
+                assert level is not None
+                infos[m.name] = _write_zstd(zw, m, level)
+            else:
+                infos[m.name] = _write_plain(zw, m, pool)
+    finally:
+        pool.close()
+    metadata = dict(metadata)
+    metadata["members"] = infos
+    zw.write_entry(METADATA_NAME, dumps_pretty(metadata))
+    zw.finish([MANIFEST_NAME, METADATA_NAME])
+
+
+def atomic_write(path: str, write: Callable[[BinaryIO], None], *, durable: bool = True) -> None:
+    """Run `write` on a temporary file beside `path`, then move it over `path`."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".zarc-tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w+b", buffering=1 << 20) as f:
+            write(f)
+            f.flush()
+            if durable:
+                os.fsync(f.fileno())
+            mode = _default_mode(path)
+            os.fchmod(f.fileno(), mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    if durable:
+        _fsync_dir(directory)
+
+
+def _default_mode(path: str) -> int:
+    """Keep an existing file's permissions; a new one gets what open() would give it."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _fsync_dir(directory: str) -> None:
+    try:
+        dfd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
+
+
+def iter_parts(*bufs: memoryview | bytes) -> Iterator[Part]:
+    for b in bufs:
+        yield None, memoryview(b)
+
+
+def ensure_not_reserved(name: str) -> None:
+    if name in RESERVED_NAMES:
+        raise SaveError(f"member name {name!r} is reserved")

@@ -1,0 +1,78 @@
+"""Member codecs: "none" (the bytes as they are) and "zstd" (one zstandard frame, `.zst` suffix).
+
+A zstd member is a complete `.zst` file, so `unzip` followed by `zstd -d` restores the original.
+Decompression is always bounded by the size the metadata declares: the frame's own content-size
+field is never trusted, and a frame that would produce more bytes than declared stops with an error
+as soon as it exceeds the declaration.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+import zstandard
+
+from ..errors import IntegrityError, UnsafeArchiveError
+
+ZSTD_SUFFIX = ".zst"
+MULTITHREAD_MIN_BYTES = 8 << 20  # below this, thread start-up costs more than it saves
+SAMPLE_BYTES = 1 << 20
+WORTH_IT_RATIO = 0.85  # compress only if the sample shrinks to at most this fraction
+_READ_CHUNK = 1 << 20
+
+
+def zstd_threads(size: int) -> int:
+    """Worker threads for a member of `size` bytes (zstd's output does not depend on the count)."""
+    return min(os.cpu_count() or 1, 8) if size >= MULTITHREAD_MIN_BYTES else 0
+
+
+def compressor(level: int, size: int) -> zstandard.ZstdCompressor:
+    return zstandard.ZstdCompressor(
+        level=level, threads=zstd_threads(size), write_checksum=True, write_content_size=True
+    )
+
+
+def worth_compressing(sample: bytes | memoryview, level: int) -> bool:
+    """Whether zstd at `level` pays on data like `sample` (random-looking floats do not)."""
+    if len(sample) < 64:
+        return False
+    cctx = zstandard.ZstdCompressor(level=min(level, 3))
+    return len(cctx.compress(sample)) <= WORTH_IT_RATIO * len(sample)
+
+
+def take_sample(buffers: Iterable[memoryview | bytes], limit: int = SAMPLE_BYTES) -> bytes:
+    """Up to `limit` leading bytes of a member, without materialising the rest."""
+    out = bytearray()
+    for buf in buffers:
+        mv = memoryview(buf).cast("B")
+        out += mv[: limit - len(out)]
+        if len(out) >= limit:
+            break
+    return bytes(out)
+
+
+def decompress_bounded(data: memoryview | bytes, expected_size: int, *, member: str) -> bytearray:
+    """Decompress one zstd frame that must yield exactly `expected_size` bytes."""
+    dctx = zstandard.ZstdDecompressor()
+    out = bytearray()
+    try:
+        with dctx.stream_reader(data, read_across_frames=False) as reader:
+            while len(out) <= expected_size:
+                chunk = reader.read(min(_READ_CHUNK, expected_size + 1 - len(out)))
+                if not chunk:
+                    break
+                out += chunk
+    except zstandard.ZstdError as e:
+        raise IntegrityError(f"zstd data is damaged: {e}", member=member) from e
+    if len(out) > expected_size:
+        raise UnsafeArchiveError(
+            f"decompresses to more than the {expected_size} bytes the metadata declares "
+            "(a zip bomb or damaged metadata)",
+            member=member,
+        )
+    if len(out) != expected_size:
+        raise IntegrityError(
+            f"decompressed to {len(out)} bytes, the metadata declares {expected_size}", member=member
+        )
+    return out

@@ -1,0 +1,62 @@
+"""CRC-32 (the zip polynomial) helpers.
+
+The writer checksums each tensor separately (so a lazy reader can verify one tensor without reading
+its neighbours) and the member as a whole (the zip header needs it). `crc32_combine` derives the
+member's CRC from the parts' CRCs, so large buffers are scanned once, not twice.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+_POLY = 0xEDB88320
+
+
+def _multmodp(a: int, b: int) -> int:
+    """Multiply a and b modulo the CRC polynomial (bit-reflected representation)."""
+    m = 1 << 31
+    p = 0
+    while True:
+        if a & m:
+            p ^= b
+            if (a & (m - 1)) == 0:
+                break
+        m >>= 1
+        b = (b >> 1) ^ _POLY if b & 1 else b >> 1
+    return p
+
+
+def _build_x2n_table() -> tuple[int, ...]:
+    table = [1 << 30]  # x^1
+    for _ in range(31):
+        table.append(_multmodp(table[-1], table[-1]))
+    return tuple(table)
+
+
+_X2N = _build_x2n_table()
+
+
+def _x2nmodp(n: int, k: int) -> int:
+    """x^(n * 2^k) modulo the polynomial."""
+    p = 1 << 31  # x^0
+    while n:
+        if n & 1:
+            p = _multmodp(_X2N[k & 31], p)
+        n >>= 1
+        k += 1
+    return p
+
+
+def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
+    """CRC-32 of A+B from crc32(A), crc32(B) and len(B); O(log len2), no data touched."""
+    return _multmodp(_x2nmodp(len2, 3), crc1) ^ crc2
+
+
+def crc32(data: bytes | bytearray | memoryview, value: int = 0) -> int:
+    """zlib's CRC-32 (releases the GIL on large buffers)."""
+    return zlib.crc32(data, value)
+
+
+def crc_hex(value: int) -> str:
+    """The form checksums take in the metadata: 8 lowercase hex digits."""
+    return f"{value & 0xFFFFFFFF:08x}"

@@ -1,0 +1,102 @@
+"""Strict JSON in and out: RFC 8259 only (no NaN/Infinity tokens), no duplicate keys, bounded depth.
+
+Also the `.jsonl` member format: one compact JSON value per line, UTF-8, newline-terminated. A compact
+JSON value never contains a raw newline, so a whole member is parsed in one C-speed call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..errors import FormatError
+
+_encode_str = json.encoder.encode_basestring  # type: ignore[attr-defined]  # C implementation
+
+
+def dumps_pretty(value: Any) -> bytes:
+    """Indented UTF-8 JSON for members people read by hand (manifest, metadata)."""
+    return (json.dumps(value, ensure_ascii=False, allow_nan=False, indent=2) + "\n").encode("utf-8")
+
+
+def dumps_compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def _reject_constant(token: str) -> Any:
+    raise ValueError(f"non-standard JSON token {token!r} (NaN/Infinity are not JSON)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"number {text[:40]!r} overflows a double")
+    return value
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise ValueError(f"duplicate key {k[:80]!r} in a JSON object")
+            seen.add(k)
+    return out
+
+
+def loads_strict(data: bytes | bytearray | memoryview | str, *, member: str, pairs: bool = True) -> Any:
+    """Parse strict JSON; every problem becomes a FormatError naming the member."""
+    if isinstance(data, str):
+        text = data
+    else:
+        try:
+            text = bytes(data).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise FormatError(f"not valid UTF-8 JSON: {e}", member=member) from None
+    try:
+        return json.loads(
+            text,
+            parse_constant=_reject_constant,
+            parse_float=_finite_float,
+            object_pairs_hook=_no_duplicate_keys if pairs else None,
+        )
+    except RecursionError:
+        raise FormatError("JSON nested too deeply", member=member) from None
+    except ValueError as e:  # JSONDecodeError, int digit limits, our hooks
+        raise FormatError(f"invalid JSON: {str(e)[:200]}", member=member) from None
+
+
+def encode_jsonl(values: Iterable[Any]) -> bytes:
+    """One compact JSON value per line."""
+    return "".join(dumps_compact(v) + "\n" for v in values).encode("utf-8")
+
+
+def encode_jsonl_strings(values: Sequence[str | None]) -> bytes:
+    """Fast path for a column of strings (None -> null)."""
+    if not values:
+        return b""
+    if any(v is None for v in values):
+        lines = ["null" if v is None else _encode_str(v) for v in values]
+    else:
+        lines = list(map(_encode_str, values))
+    return ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass")
+
+
+def decode_jsonl(data: bytes | bytearray | memoryview, expected: int, *, member: str) -> list[Any]:
+    """Parse a .jsonl member that must hold exactly `expected` values."""
+    try:
+        text = bytes(data).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FormatError(f"not valid UTF-8: {e}", member=member) from None
+    if text and not text.endswith("\n"):
+        raise FormatError("a .jsonl member must end with a newline", member=member)
+    body = text[:-1].replace("\n", ",") if text else ""
+    values = loads_strict("[" + body + "]", member=member)
+    if len(values) != expected or text.count("\n") != expected:
+        raise FormatError(
+            f"holds {len(values)} values on {text.count(chr(10))} lines, the manifest declares {expected}",
+            member=member,
+        )
+    return values

@@ -1,0 +1,111 @@
+"""The `.npy` member format, written and parsed here so no untrusted header reaches numpy.
+
+`numpy.load` would fall back to pickle on non-npy bytes and allocate a declared shape before reading;
+this parser checks the header (size, keys, dtype kind) and that the declared shape fits the bytes that
+are actually there, then builds the array over those bytes without copying.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import struct
+from collections.abc import Iterator
+
+import numpy as np
+
+from ..errors import FormatError, UnsafeArchiveError
+
+MAGIC = b"\x93NUMPY"
+MAX_HEADER_BYTES = 10 * 1024
+ALLOWED_KINDS = frozenset("biufcmMSU")
+
+
+def header_bytes(dtype: np.dtype, shape: tuple[int, ...], fortran_order: bool) -> bytes:
+    """A version 1.0 npy header padded so the data starts at a multiple of 64 bytes."""
+    descr = np.lib.format.dtype_to_descr(dtype)
+    text = f"{{'descr': {descr!r}, 'fortran_order': {fortran_order}, 'shape': {tuple(shape)!r}, }}"
+    base = len(MAGIC) + 2 + 2
+    total = base + len(text) + 1
+    text += " " * ((-total) % 64) + "\n"
+    return MAGIC + b"\x01\x00" + struct.pack("<H", len(text)) + text.encode("latin1")
+
+
+def array_parts(arr: np.ndarray) -> Iterator[memoryview]:
+    """The member's bytes: header, then the data (zero-copy when the array is contiguous)."""
+    fortran = bool(arr.flags.f_contiguous and not arr.flags.c_contiguous and arr.ndim > 1)
+    yield memoryview(header_bytes(arr.dtype, arr.shape, fortran))
+    if arr.size == 0:
+        return
+    data = arr.T if fortran else np.ascontiguousarray(arr)
+    yield memoryview(data.reshape(-1).view(np.uint8))
+
+
+def array_nbytes(arr: np.ndarray) -> int:
+    return len(header_bytes(arr.dtype, arr.shape, False)) + arr.size * arr.dtype.itemsize
+
+
+def parse(buf: memoryview, *, member: str) -> np.ndarray:
+    """An array over `buf`'s bytes (no copy), after checking the header against the bytes."""
+    if len(buf) < 10 or bytes(buf[:6]) != MAGIC:
+        raise FormatError("not an .npy member (bad magic)", member=member)
+    major = buf[6]
+    if major == 1:
+        hlen = struct.unpack("<H", bytes(buf[8:10]))[0]
+        start = 10
+    elif major in (2, 3):
+        if len(buf) < 12:
+            raise FormatError("truncated .npy header", member=member)
+        hlen = struct.unpack("<I", bytes(buf[8:12]))[0]
+        start = 12
+    else:
+        raise FormatError(f"unsupported .npy version {major}", member=member)
+    if hlen > MAX_HEADER_BYTES:
+        raise UnsafeArchiveError(f".npy header of {hlen} bytes (limit {MAX_HEADER_BYTES})", member=member)
+    if start + hlen > len(buf):
+        raise FormatError("truncated .npy header", member=member)
+    try:
+        text = bytes(buf[start : start + hlen]).decode("utf-8" if major == 3 else "latin1")
+        header = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError) as e:
+        raise FormatError(f"unreadable .npy header: {e}", member=member) from None
+    if not isinstance(header, dict) or set(header) != {"descr", "fortran_order", "shape"}:
+        raise FormatError(".npy header must have exactly descr, fortran_order and shape", member=member)
+    descr, fortran, shape = header["descr"], header["fortran_order"], header["shape"]
+    if not isinstance(descr, str):
+        raise UnsafeArchiveError("structured .npy dtypes are not allowed", member=member)
+    try:
+        dtype = np.dtype(descr)
+    except TypeError as e:
+        raise FormatError(f"bad .npy dtype {descr!r}: {e}", member=member) from None
+    if dtype.kind not in ALLOWED_KINDS or dtype.hasobject or dtype.fields is not None:
+        raise UnsafeArchiveError(
+            f".npy dtype {descr!r} is not allowed (object, void and structured dtypes never load)",
+            member=member,
+        )
+    if not isinstance(fortran, bool):
+        raise FormatError("fortran_order must be a bool", member=member)
+    check_shape(shape, member=member)
+    count = math.prod(shape)
+    data_start = start + hlen
+    if count * dtype.itemsize != len(buf) - data_start:
+        raise FormatError(
+            f".npy header declares {count * dtype.itemsize} data bytes, the member holds "
+            f"{len(buf) - data_start}",
+            member=member,
+        )
+    flat = np.frombuffer(buf, dtype=dtype, count=count, offset=data_start)
+    if fortran:
+        return flat.reshape(shape[::-1]).T
+    return flat.reshape(shape)
+
+
+def check_shape(shape: object, *, member: str | None = None, path: str | None = None) -> tuple[int, ...]:
+    if not isinstance(shape, (tuple, list)) or len(shape) > 64:
+        raise FormatError("shape must be a list of at most 64 sizes", member=member, path=path)
+    for s in shape:
+        if type(s) is not int or s < 0:
+            raise FormatError(f"bad dimension {s!r} in shape", member=member, path=path)
+    if math.prod(shape) > 1 << 62:
+        raise UnsafeArchiveError("shape asks for more elements than any file holds", member=member, path=path)
+    return tuple(shape)

@@ -1,0 +1,104 @@
+"""The `.safetensors` member format: an 8-byte little-endian header length, a JSON header, then the
+tensors' bytes back to back (the safetensors rule: no gaps, no overlaps).
+
+zarchive writes this layout itself so tensors stream from their own memory into the file. The header
+is padded with spaces so the data section starts at a multiple of 64 bytes; tensors whose size is a
+multiple of 64 bytes come first (each stays 64-byte aligned), the rest follow by decreasing element
+size, so every tensor is at least aligned to its element size and can be mapped without a copy.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from dataclasses import dataclass
+
+from ..errors import FormatError, UnsafeArchiveError
+from .jsontext import loads_strict
+
+ITEMSIZE = {
+    "BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E5M2FNUZ": 1, "F8_E4M3FNUZ": 1,
+    "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
+    "I32": 4, "U32": 4, "F32": 4,
+    "I64": 8, "U64": 8, "F64": 8, "C64": 8,
+}  # fmt: skip
+MAX_HEADER_BYTES = 100_000_000  # the limit the safetensors library itself applies
+DATA_ALIGN = 64
+
+
+@dataclass(frozen=True)
+class TensorSlot:
+    key: str
+    dtype: str  # a safetensors dtype code
+    shape: tuple[int, ...]
+    begin: int  # offsets from the start of the member
+    end: int
+
+
+def layout(entries: list[tuple[str, str, tuple[int, ...]]]) -> tuple[bytes, list[TensorSlot]]:
+    """Header bytes and the slots (in data order) for (key, dtype code, shape) entries."""
+    sized = [(k, d, s, math.prod(s) * ITEMSIZE[d]) for k, d, s in entries]
+    ordered = [e for e in sized if e[3] % DATA_ALIGN == 0]
+    ordered += sorted((e for e in sized if e[3] % DATA_ALIGN), key=lambda e: -ITEMSIZE[e[1]])
+    header: dict[str, object] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    rel: list[tuple[str, str, tuple[int, ...], int, int]] = []
+    for key, dtype, shape, nbytes in ordered:
+        header[key] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + nbytes]}
+        rel.append((key, dtype, shape, offset, offset + nbytes))
+        offset += nbytes
+    text = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    text += b" " * ((-(8 + len(text))) % DATA_ALIGN)
+    head = struct.pack("<Q", len(text)) + text
+    base = len(head)
+    return head, [TensorSlot(k, d, s, base + b, base + e) for k, d, s, b, e in rel]
+
+
+def header_length(first8: bytes | memoryview, member_size: int, *, member: str) -> int:
+    """Bytes taken by the length prefix and the JSON header, checked against the member size."""
+    if member_size < 8 or len(first8) < 8:
+        raise FormatError("truncated .safetensors member", member=member)
+    n = struct.unpack("<Q", bytes(first8[:8]))[0]
+    if n > MAX_HEADER_BYTES or 8 + n > member_size:
+        raise UnsafeArchiveError(f".safetensors header length {n} does not fit the member", member=member)
+    return 8 + n
+
+
+def parse_header(head: memoryview, member_size: int, *, member: str) -> dict[str, TensorSlot]:
+    """Slots of a safetensors member (`head`: its first header_length() bytes), after checking that
+    they tile the member's data exactly."""
+    base = header_length(head, member_size, member=member)
+    if len(head) < base:
+        raise FormatError("truncated .safetensors header", member=member)
+    header = loads_strict(head[8:base], member=member)
+    if not isinstance(header, dict):
+        raise FormatError(".safetensors header is not a JSON object", member=member)
+    slots: dict[str, TensorSlot] = {}
+    for key, info in header.items():
+        if key == "__metadata__":
+            continue
+        if not isinstance(info, dict):
+            raise FormatError(f"bad .safetensors entry {key!r}", member=member)
+        dtype, shape, offs = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+        if dtype not in ITEMSIZE:
+            raise FormatError(f"unknown safetensors dtype {dtype!r} for {key!r}", member=member)
+        if (
+            not isinstance(shape, list)
+            or not all(type(s) is int and s >= 0 for s in shape)
+            or not isinstance(offs, list)
+            or len(offs) != 2
+            or not all(type(o) is int and o >= 0 for o in offs)
+        ):
+            raise FormatError(f"bad shape or offsets for {key!r}", member=member)
+        if offs[1] - offs[0] != math.prod(shape) * ITEMSIZE[dtype]:
+            raise FormatError(f"offsets of {key!r} disagree with its shape and dtype", member=member)
+        slots[key] = TensorSlot(key, dtype, tuple(shape), base + offs[0], base + offs[1])
+    pos = base
+    for slot in sorted(slots.values(), key=lambda s: (s.begin, s.end)):
+        if slot.begin != pos:
+            raise FormatError("tensor data has gaps or overlaps", member=member)
+        pos = slot.end
+    if pos != member_size:
+        raise FormatError("tensor data does not fill the member exactly", member=member)
+    return slots

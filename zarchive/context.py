@@ -1,0 +1,212 @@
+"""The save and load contexts a handler talks to.
+
+A context carries what one save or one read needs and nothing global: the current object path (for
+member names and error messages), the members being planned, per-run scratch state for handlers
+(memo tables so shared objects are stored once), and access to the archive being read.
+A new context is made for every save and every read, so handlers are reentrant.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .container.archive_reader import ArchiveReader
+from .container.archive_writer import CompressHint, MemberPlan, Part, RESERVED_NAMES
+from .container.names import collision_key, sanitize_component
+from .errors import FormatError, SaveError, ZArchiveError
+from .objpath import join_path
+from .options import ErrorMode, Settings
+
+if TYPE_CHECKING:
+    from .registry import HandlerRegistry
+
+Node = Any  # a JSON value: the manifest form of one object
+T = TypeVar("T")
+MAX_DEPTH = 200
+
+
+class SaveContext:
+    """State of one save: object path, planned members, handler scratch space."""
+
+    def __init__(self, registry: HandlerRegistry, settings: Settings) -> None:
+        self.registry = registry
+        self.settings = settings
+        self.path: list[str] = []
+        self.members: list[MemberPlan] = []
+        self._name_keys: set[str] = {collision_key(n) for n in RESERVED_NAMES}
+        self._active: set[int] = set()
+        self._state: dict[str, Any] = {}
+        self._finalizers: list[Callable[[], None]] = []
+
+    @property
+    def path_str(self) -> str:
+        return join_path(self.path)
+
+    def error(self, message: str) -> SaveError:
+        return SaveError(message, path=self.path_str)
+
+    def save(self, obj: Any, key: str | int | None = None) -> Node:
+        """The manifest node for `obj`, saved at child `key` of the current path."""
+        if key is not None:
+            self.path.append(str(key))
+        try:
+            if len(self.path) > MAX_DEPTH:
+                raise self.error(f"objects nested more than {MAX_DEPTH} levels deep")
+            handler = self.registry.for_object(obj)
+            if handler is None:
+                raise self.error(
+                    f"no handler can save an object of type {type(obj).__module__}.{type(obj).__qualname__} "
+                    "(register a handler for it, or convert it to a supported type)"
+                )
+            oid = id(obj)
+            if oid in self._active:
+                raise self.error("the object contains itself (a reference cycle cannot be saved)")
+            self._active.add(oid)
+            try:
+                return handler.save(obj, self)
+            except ZArchiveError:
+                raise
+            except Exception as e:  # a handler's own failure: say where it happened
+                raise SaveError(f"{handler.name} handler failed: {type(e).__name__}: {e}", path=self.path_str) from e
+            finally:
+                self._active.discard(oid)
+        finally:
+            if key is not None:
+                self.path.pop()
+
+    def member_name(self, ext: str, hint: Iterable[str] | None = None) -> str:
+        """A unique member name that follows the object path: 'a/b/c.<ext>'."""
+        parts = [sanitize_component(p) for p in (self.path if hint is None else hint)]
+        stem = "/".join(parts) if parts else "root"
+        name = f"{stem}.{ext}"
+        n = 2
+        while collision_key(name) in self._name_keys:
+            name = f"{stem}~{n}.{ext}"
+            n += 1
+        self._name_keys.add(collision_key(name))
+        return name
+
+    def add_member(
+        self,
+        ext: str,
+        parts: Callable[[], Iterable[Part]],
+        *,
+        compress: CompressHint = "try",
+        hint: Iterable[str] | None = None,
+    ) -> MemberPlan:
+        """Plan a member; its bytes are produced by `parts()` only when the archive is written."""
+        plan = MemberPlan(base_name=self.member_name(ext, hint), parts=parts, compress=compress)
+        self.members.append(plan)
+        return plan
+
+    def ref_node(self, plan: MemberPlan, type_name: str, **fields: Any) -> dict[str, Any]:
+        """A manifest node pointing at `plan`; '$ref' is filled in once the codec is chosen."""
+        node: dict[str, Any] = {"$type": type_name, "$ref": plan.base_name}
+        node.update(fields)
+        plan.nodes.append(node)
+        return node
+
+    def state(self, key: str, factory: Callable[[], T]) -> T:
+        """Per-save scratch space for handlers (e.g. a memo of shared objects)."""
+        if key not in self._state:
+            self._state[key] = factory()
+        return self._state[key]
+
+    def on_finalize(self, fn: Callable[[], None]) -> None:
+        """Run `fn` once the whole tree is walked (e.g. to group tensors into members)."""
+        self._finalizers.append(fn)
+
+    def finalize(self) -> None:
+        for fn in self._finalizers:
+            fn()
+        self._finalizers.clear()
+
+
+class LoadContext:
+    """State of one read: the archive, the object path, handler scratch space, reading options."""
+
+    def __init__(
+        self,
+        registry: HandlerRegistry,
+        archive: ArchiveReader,
+        settings: Settings,
+        *,
+        map_location: Any = None,
+        dtype: Any = None,
+    ) -> None:
+        self.registry = registry
+        self.archive = archive
+        self.settings = settings
+        self.map_location = map_location
+        self.dtype = dtype
+        self.path: list[str] = []
+        self._state: dict[str, Any] = {}
+
+    @property
+    def path_str(self) -> str:
+        return join_path(self.path)
+
+    def error(self, message: str, *, member: str | None = None, cls: type[ZArchiveError] = FormatError) -> ZArchiveError:
+        return cls(message, path=self.path_str, member=member)
+
+    def load(self, node: Node, key: str | int | None = None) -> Any:
+        """The object a manifest node describes, loaded at child `key` of the current path."""
+        if key is not None:
+            self.path.append(str(key))
+        try:
+            if len(self.path) > MAX_DEPTH:
+                raise self.error(f"manifest nested more than {MAX_DEPTH} levels deep")
+            if isinstance(node, (str, bool, int, float)) or node is None:
+                return node
+            if isinstance(node, list):
+                return [self.load(item, i) for i, item in enumerate(node)]
+            if isinstance(node, dict):
+                tag = node.get("$type")
+                if tag is None:
+                    if any(k.startswith("$") for k in node):
+                        raise self.error("object with '$' keys but no '$type'")
+                    return {k: self.load(v, k) for k, v in node.items()}
+                handler = self.registry.for_tag(tag, path=self.path_str)
+                try:
+                    return handler.load(node, self)
+                except ZArchiveError:
+                    raise
+                except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as e:
+                    raise FormatError(
+                        f"malformed {tag!r} node: {type(e).__name__}: {str(e)[:200]}", path=self.path_str
+                    ) from e
+            raise self.error(f"unexpected JSON value of type {type(node).__name__}")
+        finally:
+            if key is not None:
+                self.path.pop()
+
+    def mismatch(self, message: str) -> None:
+        """A recoverable problem: raise, warn or ignore it per the error_mode setting."""
+        mode = self.settings.error_mode
+        if mode is ErrorMode.EXCEPT:
+            from .errors import FieldMismatchError
+
+            raise FieldMismatchError(message + " (error_mode='except')", path=self.path_str)
+        if mode is ErrorMode.WARN:
+            warnings.warn(f"{message} (at object path '/{self.path_str}')", stacklevel=3)
+
+    def member_bytes(self, name: Any, *, expected_size: int | None = None) -> memoryview:
+        return self.archive.member_bytes(self._member(name), path=self.path_str, expected_size=expected_size)
+
+    def member_range(self, name: Any, begin: int, end: int, label: str) -> memoryview:
+        return self.archive.member_range(self._member(name), begin, end, label, path=self.path_str)
+
+    def member_entry(self, name: Any) -> dict[str, Any]:
+        return self.archive.member_entry(self._member(name), path=self.path_str)
+
+    def _member(self, name: Any) -> str:
+        if not isinstance(name, str):
+            raise self.error(f"'$ref' must be a member name, not {type(name).__name__}")
+        return name
+
+    def state(self, key: str, factory: Callable[[], T]) -> T:
+        if key not in self._state:
+            self._state[key] = factory()
+        return self._state[key]

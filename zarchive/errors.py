@@ -1,0 +1,81 @@
+"""The exception tree of zarchive.
+
+Every failure to read or write an archive raises a subclass of `ZArchiveError`. Each error carries the
+archive member (`member`) and the object path (`path`, slash-separated, "" for the root) it concerns,
+and its message names both, so a user sees *what* failed and *where* without a debugger.
+Subclasses also inherit the builtin exception a caller would naturally catch.
+"""
+
+from __future__ import annotations
+
+
+class ZArchiveError(Exception):
+    """Base class of every error zarchive raises about an archive or an object."""
+
+    def __init__(self, message: str, *, path: str | None = None, member: str | None = None) -> None:
+        self.message = message
+        self.path = path
+        self.member = member
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = []
+        if self.path is not None:
+            where.append(f"at object path {_show_path(self.path)}")
+        if self.member is not None:
+            where.append(f"in member {self.member!r}")
+        return f"{self.message} ({', '.join(where)})" if where else self.message
+
+    def __reduce__(self):  # keep exceptions picklable for multiprocessing users
+        return (_rebuild, (type(self), self.message, self.path, self.member))
+
+
+def _rebuild(cls: type[ZArchiveError], message: str, path: str | None, member: str | None) -> ZArchiveError:
+    return cls(message, path=path, member=member)
+
+
+def _show_path(path: str) -> str:
+    return "'/'" if path == "" else repr("/" + path)
+
+
+class SaveError(ZArchiveError, TypeError):
+    """An object cannot be saved: no handler accepts it, or its contents are not serializable."""
+
+
+class FormatError(ZArchiveError, ValueError):
+    """The file is not a valid zarchive: bad zip structure, manifest, metadata or member layout."""
+
+
+class NotAZipError(FormatError):
+    """The file is not a zip at all (empty, truncated, an LFS pointer, an HTML page...)."""
+
+
+class UnsafeArchiveError(FormatError):
+    """The archive asks for something a reader must refuse: traversal, bombs, pickles, limits."""
+
+
+class IntegrityError(FormatError):
+    """A member's bytes do not match the checksum or size recorded for them."""
+
+
+class VersionError(FormatError):
+    """The archive was written with a newer major format version than this reader understands."""
+
+
+class UnknownTypeError(ZArchiveError, LookupError):
+    """A manifest node names a handler or class this reader does not know or does not trust."""
+
+
+class MemberNotFoundError(ZArchiveError, KeyError):
+    """A member or object path that was asked for is not in the archive."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message otherwise
+        return self._render()
+
+
+class ConfigMismatchError(ZArchiveError, TypeError):
+    """An archive holds a model or config of a different class than the one asked to read it."""
+
+
+class FieldMismatchError(ZArchiveError, ValueError):
+    """A dataclass in the archive has fields its current class lacks, or lacks required ones."""

@@ -1,0 +1,297 @@
+"""JSON values and Python's containers, saved so that they come back with their exact types.
+
+Plain JSON stays plain: str, bool, None, ints within +-2**53, finite floats, lists, and dicts whose
+keys are strings not starting with '$' appear in the manifest as themselves. Everything JSON cannot say
+exactly gets a "$type" node: big ints, NaN/inf, tuples, sets, dicts with other keys or of other dict
+classes. Lists longer than `external_list_threshold` go to a `.jsonl` member, one item per line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from collections import OrderedDict, defaultdict
+from typing import Any
+
+from ..container.jsontext import decode_jsonl, dumps_compact, encode_jsonl, encode_jsonl_strings
+from ..context import LoadContext, Node, SaveContext
+from .base import Handler, expect
+
+SAFE_INT = 2**53
+MAX_BIG_INT_HEX = 1 << 20
+_CANONICAL_NAN = 0x7FF8000000000000
+_PLAIN_SCALARS = (str, bool, type(None))
+
+
+class ScalarHandler(Handler):
+    """str, bool and None: JSON as they are."""
+
+    name = "json"
+
+    def accepts(self, cls: type) -> bool:
+        return cls in _PLAIN_SCALARS
+
+    def save(self, obj: Any, ctx: SaveContext) -> Node:
+        return obj
+
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
+        raise ctx.error("'json' is not a node type")
+
+
+class IntHandler(Handler):
+    """int of any size: plain JSON up to 2**53 (what every JSON reader keeps exact), hex beyond."""
+
+    name = "int"
+
+    def accepts(self, cls: type) -> bool:
+        return cls is int
+
+    def save(self, obj: int, ctx: SaveContext) -> Node:
+        if -SAFE_INT <= obj <= SAFE_INT:
+            return obj
+        return {"$type": "int", "hex": hex(obj)}
+
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> int:
+        text = expect(node, "hex", str, ctx)
+        if len(text) > MAX_BIG_INT_HEX:
+            raise ctx.error("big int longer than the limit")
+        return int(text, 16)
+
+
+def float_node(x: float) -> Node:
+    if math.isfinite(x):
+        return x
+    if x != x:
+        bits = struct.unpack("<Q", struct.pack("<d", x))[0]
+        node: dict[str, Any] = {"$type": "float", "value": "nan"}
+        if bits != _CANONICAL_NAN:
+            node["bits"] = f"{bits:016x}"
+        return node
+    return {"$type": "float", "value": "inf" if x > 0 else "-inf"}
+
+
+class FloatHandler(Handler):
+    """float: plain JSON when finite (-0.0 included); NaN (with its bits) and infinities tagged."""
+
+    name = "float"
+
+    def accepts(self, cls: type) -> bool:
+        return cls is float
+
+    def save(self, obj: float, ctx: SaveContext) -> Node:
+        return float_node(obj)
+
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> float:
+        return load_float(node, ctx)
+
+
+def load_float(node: Node, ctx: LoadContext) -> float:
+    if isinstance(node, (int, float)) and not isinstance(node, bool):
+        return float(node)
+    if not isinstance(node, dict) or node.get("$type") != "float":
+        raise ctx.error("expected a float")
+    value = node.get("value")
+    if value == "nan":
+        bits = node.get("bits")
+        if bits is None:
+            return float("nan")
+        if not isinstance(bits, str) or len(bits) != 16:
+            raise ctx.error("bad NaN bits")
+        return struct.unpack("<d", struct.pack("<Q", int(bits, 16)))[0]
+    if value in ("inf", "-inf"):
+        return float(value)
+    raise ctx.error(f"bad special float {str(value)[:20]!r}")
+
+
+def _is_plain_json(x: Any) -> bool:
+    t = type(x)
+    if t is str or t is bool or x is None:
+        return True
+    if t is int:
+        return -SAFE_INT <= x <= SAFE_INT
+    if t is float:
+        return math.isfinite(x)
+    return False
+
+
+class ListHandler(Handler):
+    """list: inline, or a `.jsonl` member past `external_list_threshold` items."""
+
+    name = "list"
+
+    def accepts(self, cls: type) -> bool:
+        return cls is list
+
+    def save(self, obj: list[Any], ctx: SaveContext) -> Node:
+        if len(obj) <= ctx.settings.external_list_threshold:
+            return [ctx.save(item, i) for i, item in enumerate(obj)]
+        if all(type(x) is str for x in obj):
+            data = encode_jsonl_strings(obj)
+            items = "plain"
+        else:
+            nodes = [ctx.save(item, i) for i, item in enumerate(obj)]
+            items = "plain" if all(_is_plain_json(x) for x in nodes) else "nodes"
+            data = encode_jsonl(nodes)
+        plan = ctx.add_member("jsonl", lambda: [(None, memoryview(data))], compress="always")
+        return ctx.ref_node(plan, "list", length=len(obj), nbytes=len(data), items=items)
+
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> list[Any]:
+        length = expect(node, "length", int, ctx)
+        nbytes = expect(node, "nbytes", int, ctx)
+        data = ctx.member_bytes(node.get("$ref"), expected_size=nbytes)
+        values = decode_jsonl(data, length, member=node["$ref"])
+        if node.get("items") == "plain":
+            if not all(_is_plain_json(v) for v in values):
+                raise ctx.error("a 'plain' list holds nodes", member=node["$ref"])
+            return values
+        return [ctx.load(v, i) for i, v in enumerate(values)]
+
+    def summary(self, node: dict[str, Any]) -> str:
+        return f"list[{node.get('length')}] -> {node.get('$ref')}"
+
+
+class TupleHandler(Handler):
+    name = "tuple"
+
+    def accepts(self, cls: type) -> bool:
+        return cls is tuple
+
+    def save(self, obj: tuple[Any, ...], ctx: SaveContext) -> Node:
+        return {"$type": "tuple", "items": ListHandler().save(list(obj), ctx)}
+
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> tuple[Any, ...]:
+        items = ctx.load(node.get("items"))
+        if not isinstance(items, list):
+            raise ctx.error("tuple items must be a list")
+        return tuple(items)
+
+    def children(self, node: dict[str, Any]) -> dict[str, Any] | None:
+        items = node.get("items")
+        return {str(i): v for i, v in enumerate(items)} if isinstance(items, list) else None
+
+
+def _sorted_for_determinism(items: Any) -> list[Any]:
+    try:
+        return sorted(items)
+    except TypeError:
+        return sorted(items, key=lambda x: (type(x).__qualname__, repr(x)))
+
+
+class SetHandler(Handler):
+    """set and frozenset, items in sorted order so equal sets give equal manifests."""
+
+    name = "set"
+
+    def accepts(self, cls: type) -> bool:
+        return cls is set or cls is frozenset
+
+    def save(self, obj: set[Any] | frozenset[Any], ctx: SaveContext) -> Node:
+        items = [ctx.save(x, i) for i, x in enumerate(_sorted_for_determinism(obj))]
+        node: dict[str, Any] = {"$type": "set", "items": items}
+        if type(obj) is frozenset:
+            node["frozen"] = True
+        return node
+
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> set[Any] | frozenset[Any]:
+        items = expect(node, "items", list, ctx)
+        values = [ctx.load(v, i) for i, v in enumerate(items)]
+        return frozenset(values) if node.get("frozen") is True else set(values)
+
+
+_DEFAULT_FACTORIES: dict[str, Any] = {
+    "list": list, "dict": dict, "set": set, "int": int, "float": float, "str": str, "tuple": tuple,
+}  # fmt: skip
+_FACTORY_NAMES = {v: k for k, v in _DEFAULT_FACTORIES.items()}
+
+
+def _plain_keys(d: dict[Any, Any]) -> bool:
+    return all(type(k) is str and not k.startswith("$") for k in d)
+
+
+class DictHandler(Handler):
+    """dict, OrderedDict and defaultdict: keys keep their types (int, tuple, ...), order is kept."""
+
+    name = "dict"
+
+    def accepts(self, cls: type) -> bool:
+        return cls is dict or cls is OrderedDict or cls is defaultdict
+
+    def save(self, obj: dict[Any, Any], ctx: SaveContext) -> Node:
+        cls = type(obj)
+        if cls is dict and _plain_keys(obj):
+            return {k: ctx.save(v, k) for k, v in obj.items()}
+        node: dict[str, Any] = {"$type": "dict"}
+        if cls is OrderedDict:
+            node["class"] = "OrderedDict"
+        elif cls is defaultdict:
+            factory = obj.default_factory  # type: ignore[attr-defined]
+            if factory is not None and factory not in _FACTORY_NAMES:
+                raise ctx.error(f"defaultdict factory {factory!r} cannot be saved (only builtin types)")
+            node["class"] = "defaultdict"
+            node["default_factory"] = None if factory is None else _FACTORY_NAMES[factory]
+        if _plain_keys(obj):
+            node["data"] = {k: ctx.save(v, k) for k, v in obj.items()}
+        else:
+            node["items"] = [[ctx.save(k, f"{_key_label(k)}.key"), ctx.save(v, _key_label(k))] for k, v in obj.items()]
+        meta = getattr(obj, "_metadata", None)  # torch state dicts carry per-module versions here
+        if cls is OrderedDict and isinstance(meta, dict):
+            node["attrs"] = {"_metadata": ctx.save(meta, "_metadata")}
+        return node
+
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> dict[Any, Any]:
+        kind = node.get("class")
+        out: dict[Any, Any]
+        if kind is None:
+            out = {}
+        elif kind == "OrderedDict":
+            out = OrderedDict()
+        elif kind == "defaultdict":
+            fname = node.get("default_factory")
+            if fname is not None and fname not in _DEFAULT_FACTORIES:
+                raise ctx.error(f"unknown defaultdict factory {str(fname)[:40]!r}")
+            out = defaultdict(_DEFAULT_FACTORIES[fname] if fname else None)
+        else:
+            raise ctx.error(f"unknown dict class {str(kind)[:40]!r}")
+        if "data" in node:
+            data = expect(node, "data", dict, ctx)
+            for k, v in data.items():
+                out[k] = ctx.load(v, k)
+        else:
+            for pair in expect(node, "items", list, ctx):
+                if not isinstance(pair, list) or len(pair) != 2:
+                    raise ctx.error("dict items must be [key, value] pairs")
+                key = ctx.load(pair[0], "key")
+                try:
+                    out[key] = ctx.load(pair[1], _key_label(key))
+                except TypeError as e:
+                    raise ctx.error(f"unhashable dict key: {e}") from None
+        attrs = node.get("attrs")
+        if isinstance(attrs, dict) and "_metadata" in attrs and isinstance(out, OrderedDict):
+            out._metadata = ctx.load(attrs["_metadata"], "_metadata")  # type: ignore[attr-defined]
+        return out
+
+    def children(self, node: dict[str, Any]) -> dict[str, Any] | None:
+        if isinstance(node.get("data"), dict):
+            return dict(node["data"])
+        items = node.get("items")
+        if not isinstance(items, list):
+            return None
+        out: dict[str, Any] = {}
+        for pair in items:
+            if isinstance(pair, list) and len(pair) == 2:
+                k = pair[0]
+                label = dumps_compact(k) if isinstance(k, (dict, list)) else _key_label(k)
+                out.setdefault(label, pair[1])
+        return out
+
+
+def _key_label(key: Any) -> str:
+    """The object-path component for a dict key of any type."""
+    if isinstance(key, str):
+        return key
+    if isinstance(key, (int, float, bool)) or key is None:
+        return json.dumps(key) if not isinstance(key, float) or math.isfinite(key) else repr(key)
+    if isinstance(key, tuple):
+        return ",".join(_key_label(k) for k in key)
+    return repr(key)[:100]

@@ -1,0 +1,230 @@
+"""Standard-library value types: bytes, complex, date and time, paths, Enum members, Decimal, UUID."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import enum
+import pathlib
+import re
+import uuid
+from typing import Any
+
+from ..context import LoadContext, Node, SaveContext
+from ..typeref import class_tag, resolve_class
+from .base import Handler, expect
+from .builtins import float_node, load_float
+
+EXTERNAL_BYTES = 4096
+_TZ_KEY = re.compile(r"^[A-Za-z0-9_+\-]+(/[A-Za-z0-9_+\-]+)*$")
+
+
+class BytesHandler(Handler):
+    """bytes and bytearray: base64 inline, a `.bin` member when longer than 4 KiB."""
+
+    name = "bytes"
+
+    def accepts(self, cls: type) -> bool:
+        return cls is bytes or cls is bytearray
+
+    def save(self, obj: bytes | bytearray, ctx: SaveContext) -> Node:
+        extra = {"bytearray": True} if type(obj) is bytearray else {}
+        if len(obj) <= EXTERNAL_BYTES:
+            return {"$type": "bytes", "base64": base64.b64encode(obj).decode("ascii"), **extra}
+        data = bytes(obj)
+        plan = ctx.add_member("bin", lambda: [(None, memoryview(data))], compress="try")
+        return ctx.ref_node(plan, "bytes", nbytes=len(data), **extra)
+
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> bytes | bytearray:
+        if "$ref" in node:
+            data = bytes(ctx.member_bytes(node["$ref"], expected_size=expect(node, "nbytes", int, ctx)))
+        else:
+            text = expect(node, "base64", str, ctx)
+            try:
+                data = base64.b64decode(text, validate=True)
+            except ValueError as e:
+                raise ctx.error(f"bad base64: {e}") from None
+        return bytearray(data) if node.get("bytearray") is True else data
+
+
+class ComplexHandler(Handler):
+    name = "complex"
+
+    def accepts(self, cls: type) -> bool:
+        return cls is complex
+
+    def save(self, obj: complex, ctx: SaveContext) -> Node:
+        return {"$type": "complex", "real": float_node(obj.real), "imag": float_node(obj.imag)}
+
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> complex:
+        return complex(load_float(node.get("real"), ctx), load_float(node.get("imag"), ctx))
+
+
+def _tz_fields(tz: dt.tzinfo | None, ctx: SaveContext) -> dict[str, Any]:
+    if tz is None:
+        return {}
+    key = getattr(tz, "key", None)
+    if isinstance(key, str) and type(tz).__module__ == "zoneinfo":
+        return {"tz": key}
+    if type(tz) is dt.timezone:
+        offset = tz.utcoffset(None)
+        fields: dict[str, Any] = {"tz_offset_seconds": offset.total_seconds()}
+        if tz is not dt.timezone.utc and tz.tzname(None) != dt.timezone(offset).tzname(None):
+            fields["tz_name"] = tz.tzname(None)
+        return fields
+    raise ctx.error(
+        f"time zone of type {type(tz).__qualname__} cannot be saved exactly: use zoneinfo.ZoneInfo "
+        "or datetime.timezone"
+    )
+
+
+def _tz_from(node: dict[str, Any], ctx: LoadContext) -> dt.tzinfo | None:
+    if "tz" in node:
+        key = expect(node, "tz", str, ctx)
+        if not _TZ_KEY.match(key) or ".." in key or len(key) > 100:
+            raise ctx.error(f"bad time zone key {key[:40]!r}")
+        import zoneinfo
+
+        try:
+            return zoneinfo.ZoneInfo(key)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError) as e:
+            raise ctx.error(f"unknown time zone {key!r}: {e}") from None
+    if "tz_offset_seconds" in node:
+        seconds = expect(node, "tz_offset_seconds", (int, float), ctx)
+        offset = dt.timedelta(seconds=seconds)
+        name = node.get("tz_name")
+        if offset == dt.timedelta(0) and name is None:
+            return dt.timezone.utc
+        return dt.timezone(offset, name) if isinstance(name, str) else dt.timezone(offset)
+    return None
+
+
+class DateTimeHandler(Handler):
+    """datetime, date, time and timedelta, exact to the microsecond, with zoneinfo/fixed zones."""
+
+    name = "datetime"
+
+    def accepts(self, cls: type) -> bool:
+        return cls in (dt.datetime, dt.date, dt.time, dt.timedelta)
+
+    def save(self, obj: Any, ctx: SaveContext) -> Node:
+        cls = type(obj)
+        if cls is dt.timedelta:
+            return {
+                "$type": "datetime",
+                "kind": "timedelta",
+                "days": obj.days,
+                "seconds": obj.seconds,
+                "microseconds": obj.microseconds,
+            }
+        if cls is dt.date:
+            return {"$type": "datetime", "kind": "date", "iso": obj.isoformat()}
+        naive = obj.replace(tzinfo=None)
+        node: dict[str, Any] = {
+            "$type": "datetime",
+            "kind": "datetime" if cls is dt.datetime else "time",
+            "iso": naive.isoformat(),
+            **_tz_fields(obj.tzinfo, ctx),
+        }
+        if obj.fold:
+            node["fold"] = 1
+        return node
+
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
+        kind = node.get("kind")
+        if kind == "timedelta":
+            return dt.timedelta(
+                days=expect(node, "days", int, ctx),
+                seconds=expect(node, "seconds", int, ctx),
+                microseconds=expect(node, "microseconds", int, ctx),
+            )
+        iso = expect(node, "iso", str, ctx)[:64]
+        if kind == "date":
+            return dt.date.fromisoformat(iso)
+        fold = 1 if node.get("fold") == 1 else 0
+        if kind == "datetime":
+            return dt.datetime.fromisoformat(iso).replace(tzinfo=_tz_from(node, ctx), fold=fold)
+        if kind == "time":
+            return dt.time.fromisoformat(iso).replace(tzinfo=_tz_from(node, ctx), fold=fold)
+        raise ctx.error(f"unknown datetime kind {str(kind)[:20]!r}")
+
+
+_PATH_CLASSES: dict[str, type] = {
+    "PurePosixPath": pathlib.PurePosixPath,
+    "PureWindowsPath": pathlib.PureWindowsPath,
+    "PosixPath": pathlib.PosixPath,
+    "WindowsPath": pathlib.WindowsPath,
+}
+
+
+class PathHandler(Handler):
+    """pathlib paths; concrete paths come back as the current platform's concrete class."""
+
+    name = "path"
+
+    def accepts(self, cls: type) -> bool:
+        return cls in _PATH_CLASSES.values()
+
+    def save(self, obj: pathlib.PurePath, ctx: SaveContext) -> Node:
+        return {"$type": "path", "class": type(obj).__name__, "value": str(obj)}
+
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> pathlib.PurePath:
+        cname = node.get("class")
+        value = expect(node, "value", str, ctx)
+        if cname in ("PosixPath", "WindowsPath"):
+            return pathlib.Path(value)
+        if cname not in _PATH_CLASSES:
+            raise ctx.error(f"unknown path class {str(cname)[:40]!r}")
+        return _PATH_CLASSES[cname](value)
+
+
+class EnumHandler(Handler):
+    """Enum members by class and name (the class must be importable already or registered)."""
+
+    name = "enum"
+
+    def accepts(self, cls: type) -> bool:
+        return isinstance(cls, type) and issubclass(cls, enum.Enum)
+
+    def save(self, obj: enum.Enum, ctx: SaveContext) -> Node:
+        node: dict[str, Any] = {"$type": "enum", "class": class_tag(type(obj))}
+        if obj.name is not None and type(obj).__members__.get(obj.name) is obj:
+            node["name"] = obj.name
+        else:  # a combination of Flag members
+            node["value"] = ctx.save(obj.value, "value")
+        return node
+
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> enum.Enum:
+        cls = resolve_class(node.get("class"), lambda c: issubclass(c, enum.Enum), what="Enum", path=ctx.path_str)
+        if "name" in node:
+            name = expect(node, "name", str, ctx)
+            member = cls.__members__.get(name)  # type: ignore[attr-defined]
+            if member is None:
+                ctx.mismatch(f"{cls.__qualname__} has no member {name!r}")
+                return None  # type: ignore[return-value]
+            return member
+        return cls(ctx.load(node.get("value"), "value"))
+
+
+class DecimalUUIDHandler(Handler):
+    """decimal.Decimal and uuid.UUID, by their exact string forms."""
+
+    name = "text_value"
+
+    def accepts(self, cls: type) -> bool:
+        return cls is decimal.Decimal or cls is uuid.UUID
+
+    def save(self, obj: Any, ctx: SaveContext) -> Node:
+        return {"$type": "text_value", "kind": "Decimal" if type(obj) is decimal.Decimal else "UUID", "value": str(obj)}
+
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
+        value = expect(node, "value", str, ctx)
+        if len(value) > 10_000:
+            raise ctx.error("value too long")
+        kind = node.get("kind")
+        if kind == "Decimal":
+            return decimal.Decimal(value)
+        if kind == "UUID":
+            return uuid.UUID(value)
+        raise ctx.error(f"unknown kind {str(kind)[:20]!r}")

@@ -1,0 +1,275 @@
+"""torch tensors and parameters, stored in `.safetensors` members.
+
+Tensors are grouped, not stored one member each: every tensor under the same top-level key of the
+saved object (e.g. all of `model/...`) lands in one `.safetensors` member named after that key, keyed by
+the rest of its object path. Tensors that share storage are stored once: identical views point at one
+entry; different views of one storage point at one raw-bytes entry plus their own offset/shape/stride,
+and come back sharing memory again. Reading maps uncompressed data from the file without copying.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..container.archive_writer import HEADER_LABEL, Part
+from ..container.npy import check_shape
+from ..container.safetensors_layout import TensorSlot, header_length, layout, parse_header
+from ..context import LoadContext, Node, SaveContext
+from ..errors import FormatError
+from ..objpath import join_path
+from .base import Handler
+from .torch_types import ST_CODE, dtype_from_name, dtype_name, place
+
+ROOT_GROUP_MEMBER = "tensors"
+
+
+@dataclass
+class _Saved:
+    tensor: torch.Tensor
+    path: list[str]
+    node: dict[str, Any]
+
+
+@dataclass
+class _Entry:
+    """One entry of a safetensors member: a tensor's contiguous values, or a raw storage."""
+
+    key: str
+    source: torch.Tensor  # what to write (contiguous at write time)
+    st_code: str
+    shape: tuple[int, ...]
+
+
+@dataclass
+class _Group:
+    name_hint: list[str]
+    entries: list[_Entry] = field(default_factory=list)
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _as_bytes(t: torch.Tensor) -> memoryview:
+    """The tensor's bytes (CPU, contiguous) as a flat memoryview, without copying where possible."""
+    t = t.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    t = t.contiguous()
+    if t.numel() == 0:
+        return memoryview(b"")
+    flat = t.reshape(-1)
+    if flat.dtype != torch.uint8:
+        flat = flat.view(torch.uint8)
+    return memoryview(flat.numpy())
+
+
+def _storage_key(t: torch.Tensor) -> tuple[str, int] | None:
+    if t.numel() == 0 or t.device.type == "meta":
+        return None
+    return (str(t.device), t.untyped_storage().data_ptr())
+
+
+class _TensorTable:
+    """Collects every tensor of one save, then lays them out into members at finalize time."""
+
+    def __init__(self, ctx: SaveContext) -> None:
+        self.ctx = ctx
+        self.saved: list[_Saved] = []
+        ctx.on_finalize(self.finalize)
+
+    def add(self, t: torch.Tensor, node: dict[str, Any]) -> None:
+        self.saved.append(_Saved(t, list(self.ctx.path), node))
+
+    def finalize(self) -> None:
+        groups: dict[str, _Group] = {}
+        by_storage: dict[tuple[str, int], list[_Saved]] = {}
+        singles: list[list[_Saved]] = []
+        for s in self.saved:
+            key = _storage_key(s.tensor)
+            if key is None:
+                singles.append([s])
+            else:
+                by_storage.setdefault(key, []).append(s)
+        for batch in [*singles, *by_storage.values()]:
+            self._place(batch, groups)
+        for group in groups.values():
+            self._plan_member(group)
+
+    def _group_of(self, s: _Saved, groups: dict[str, _Group]) -> tuple[_Group, str]:
+        if len(s.path) >= 2:
+            gname, rest = s.path[0], s.path[1:]
+        else:
+            gname, rest = "", s.path or ["tensor"]
+        group = groups.get(gname)
+        if group is None:
+            group = groups[gname] = _Group(name_hint=[gname] if gname else [ROOT_GROUP_MEMBER])
+        return group, join_path(rest)
+
+    def _place(self, batch: list[_Saved], groups: dict[str, _Group]) -> None:
+        first = batch[0]
+        group, key = self._group_of(first, groups)
+        t0 = first.tensor
+        same_view = all(
+            s.tensor.dtype == t0.dtype
+            and s.tensor.shape == t0.shape
+            and s.tensor.stride() == t0.stride()
+            and s.tensor.storage_offset() == t0.storage_offset()
+            for s in batch
+        )
+        if same_view:
+            st_code, raw = ST_CODE.get(t0.dtype, ("U8", True))
+            shape = (t0.numel() * t0.element_size(),) if raw else tuple(t0.shape)
+            group.entries.append(_Entry(key, t0, st_code, shape))
+            for s in batch:
+                s.node["key"] = key
+                group.nodes.append(s.node)
+            return
+        storage = t0.untyped_storage()
+        base = torch.empty(0, dtype=torch.uint8, device=t0.device).set_(storage)
+        group.entries.append(_Entry(key, base, "U8", (storage.nbytes(),)))
+        for s in batch:
+            t = s.tensor
+            s.node["key"] = key
+            s.node["view"] = {"storage_offset": t.storage_offset(), "stride": list(t.stride())}
+            group.nodes.append(s.node)
+
+    def _plan_member(self, group: _Group) -> None:
+        head, slots = layout([(e.key, e.st_code, e.shape) for e in group.entries])
+        by_key = {e.key: e for e in group.entries}
+
+        def parts() -> list[Part]:
+            out: list[Part] = [(HEADER_LABEL, memoryview(head))]
+            out += [(slot.key, _as_bytes(by_key[slot.key].source)) for slot in slots]
+            return out
+
+        plan = self.ctx.add_member("safetensors", parts, compress="try", hint=group.name_hint)
+        for node in group.nodes:
+            node["$ref"] = plan.base_name
+            plan.nodes.append(node)
+
+
+class TensorHandler(Handler):
+    name = "torch.Tensor"
+
+    def accepts(self, cls: type) -> bool:
+        return issubclass(cls, torch.Tensor)
+
+    def save(self, t: torch.Tensor, ctx: SaveContext) -> Node:
+        if t.layout != torch.strided:
+            raise ctx.error(f"{t.layout} tensors cannot be saved; convert with .to_dense()")
+        if t.is_quantized or t.is_nested:
+            raise ctx.error("quantized and nested tensors cannot be saved")
+        if t.device.type == "meta":
+            raise ctx.error("meta tensors have no data to save")
+        node: dict[str, Any] = {
+            "$type": self.name,
+            "$ref": None,
+            "key": None,
+            "dtype": dtype_name(t.dtype),
+            "shape": list(t.shape),
+            "device": str(t.device),
+        }
+        if isinstance(t, torch.nn.Parameter):
+            node["parameter"] = True
+        if t.requires_grad:
+            node["requires_grad"] = True
+        ctx.state("torch.tensors", lambda: _TensorTable(ctx)).add(t, node)
+        return node
+
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> torch.Tensor:
+        dtype = dtype_from_name(node.get("dtype"), ctx)
+        shape = check_shape(node.get("shape"), path=ctx.path_str)
+        saved_device = node.get("device", "cpu")
+        view = node.get("view")
+        memo: dict[tuple[Any, ...], torch.Tensor] = ctx.state("torch.memo", dict)
+        memo_key = (node.get("$ref"), node.get("key"), repr(view), node.get("parameter"), node.get("requires_grad"))
+        if memo_key in memo:
+            return memo[memo_key]
+        device = place(saved_device, ctx)
+        if device is not None and device.type == "meta":
+            t = torch.empty(shape, dtype=dtype, device="meta")
+        else:
+            t = self._read(node, dtype, shape, view, ctx)
+            if device is not None and t.device != device:
+                t = t.to(device)
+        if ctx.dtype is not None and t.is_floating_point():
+            t = t.to(ctx.dtype)
+        if node.get("parameter") is True:
+            t = torch.nn.Parameter(t, requires_grad=node.get("requires_grad") is True)
+        elif node.get("requires_grad") is True and (t.is_floating_point() or t.is_complex()):
+            t.requires_grad_(True)
+        memo[memo_key] = t
+        return t
+
+    def _read(
+        self, node: dict[str, Any], dtype: torch.dtype, shape: tuple[int, ...], view: Any, ctx: LoadContext
+    ) -> torch.Tensor:
+        name, key = node.get("$ref"), node.get("key")
+        if not isinstance(key, str):
+            raise ctx.error("tensor node lacks its 'key' in the member")
+        slots = _member_slots(name, ctx)
+        slot = slots.get(key)
+        if slot is None:
+            raise FormatError(f"tensor {key!r} is not in the member", member=name, path=ctx.path_str)
+        base = _slot_tensor(name, slot, ctx)
+        if view is None:
+            st_code, raw = ST_CODE.get(dtype, ("U8", True))
+            nbytes = math.prod(shape) * torch.empty(0, dtype=dtype).element_size()
+            if slot.dtype != st_code or (not raw and slot.shape != shape) or (raw and slot.shape != (nbytes,)):
+                raise FormatError(
+                    f"the member stores {key!r} as {slot.dtype}{list(slot.shape)}, the manifest says "
+                    f"{dtype_name(dtype)}{list(shape)}",
+                    member=name,
+                    path=ctx.path_str,
+                )
+            return base.view(dtype).reshape(shape) if raw else base.reshape(shape)
+        if not isinstance(view, dict) or slot.dtype != "U8":
+            raise ctx.error("bad tensor view")
+        offset, stride = view.get("storage_offset"), view.get("stride")
+        if type(offset) is not int or not isinstance(stride, list) or len(stride) != len(shape):
+            raise ctx.error("bad tensor view")
+        itemsize = torch.empty(0, dtype=dtype).element_size()
+        if base.numel() % itemsize:
+            raise ctx.error("shared storage size is not a multiple of the element size")
+        try:
+            return base.view(dtype).as_strided(shape, stride, offset)
+        except RuntimeError as e:
+            raise ctx.error(f"tensor view outside its storage: {e}") from None
+
+    def summary(self, node: dict[str, Any]) -> str:
+        return f"tensor {node.get('dtype')} {node.get('shape')} -> {node.get('$ref')}[{node.get('key')!r}]"
+
+
+def _member_slots(name: Any, ctx: LoadContext) -> dict[str, TensorSlot]:
+    cache: dict[str, dict[str, TensorSlot]] = ctx.state("torch.slots", dict)
+    if isinstance(name, str) and name in cache:
+        return cache[name]
+    entry = ctx.member_entry(name)
+    size = entry["size"]
+    if entry["codec"] == "none":
+        first8 = ctx.archive.zip.view(name)[:8]
+        hlen = header_length(first8, size, member=name)
+        head = ctx.archive.header_range(name, hlen, path=ctx.path_str)
+    else:
+        head = ctx.member_bytes(name)
+    slots = parse_header(head, size, member=name)
+    cache[name] = slots
+    return slots
+
+
+def _slot_tensor(name: str, slot: TensorSlot, ctx: LoadContext) -> torch.Tensor:
+    """The slot's bytes as a flat tensor of its stored dtype, over the mapped file where possible."""
+    from .torch_types import ST_TORCH
+
+    data = ctx.member_range(name, slot.begin, slot.end, slot.key)
+    st_dtype = ST_TORCH[slot.dtype]
+    if data.nbytes == 0:
+        return torch.empty(slot.shape, dtype=st_dtype)
+    import warnings
+
+    with warnings.catch_warnings():  # a read-only source (remote file) gives a copy anyway
+        warnings.simplefilter("ignore", UserWarning)
+        flat = torch.frombuffer(data, dtype=st_dtype)
+    return flat.reshape(slot.shape)

@@ -1,0 +1,108 @@
+"""torch dtypes and devices: their names in the manifest, their safetensors codes, device mapping."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..context import LoadContext, Node, SaveContext
+from ..errors import FormatError
+from .base import Handler, expect
+
+# every dtype this torch has, by its name ("float32", "bfloat16", ...)
+DTYPES: dict[str, torch.dtype] = {
+    str(v).removeprefix("torch."): v for v in vars(torch).values() if isinstance(v, torch.dtype)
+}
+
+_ST_NAMES = {
+    "float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16",
+    "int64": "I64", "int32": "I32", "int16": "I16", "int8": "I8",
+    "uint64": "U64", "uint32": "U32", "uint16": "U16", "uint8": "U8",
+    "bool": "BOOL", "complex64": "C64",
+    "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2",
+    "float8_e4m3fnuz": "F8_E4M3FNUZ", "float8_e5m2fnuz": "F8_E5M2FNUZ",
+}  # fmt: skip
+# torch dtype -> (safetensors code, stored as raw bytes?). Dtypes safetensors has no code for are
+# stored as U8 bytes; the manifest's "dtype" says how to view them.
+ST_CODE: dict[torch.dtype, tuple[str, bool]] = {
+    DTYPES[n]: (code, False) for n, code in _ST_NAMES.items() if n in DTYPES
+}
+ST_TORCH: dict[str, torch.dtype] = {code: DTYPES[n] for n, code in _ST_NAMES.items() if n in DTYPES}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def dtype_from_name(name: Any, ctx: LoadContext) -> torch.dtype:
+    dtype = DTYPES.get(name) if isinstance(name, str) else None
+    if dtype is None:
+        raise ctx.error(f"unknown torch dtype {str(name)[:40]!r}")
+    return dtype
+
+
+def _as_device(value: Any, ctx: LoadContext) -> torch.device:
+    try:
+        return torch.device(value)
+    except (RuntimeError, TypeError) as e:
+        raise FormatError(f"bad device {str(value)[:40]!r}: {e}", path=ctx.path_str) from None
+
+
+def place(saved: Any, ctx: LoadContext) -> torch.device | None:
+    """Where a tensor saved on device `saved` goes, per the read's map_location.
+
+    None (the default): CPU. "saved": the recorded device. A device or string: that device.
+    A dict: the recorded device mapped by it (unmapped ones stay where they were recorded).
+    """
+    loc = ctx.map_location
+    if loc is None:
+        return None
+    if isinstance(loc, dict):
+        mapped = loc.get(saved, loc.get(str(saved).split(":")[0], saved))
+        return _as_device(mapped, ctx)
+    if loc == "saved":
+        return _as_device(saved, ctx)
+    return _as_device(loc, ctx)
+
+
+class TorchDeviceHandler(Handler):
+    name = "torch.device"
+
+    def accepts(self, cls: type) -> bool:
+        return cls is torch.device
+
+    def save(self, obj: torch.device, ctx: SaveContext) -> Node:
+        return {"$type": self.name, "value": str(obj)}
+
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> torch.device:
+        return _as_device(expect(node, "value", str, ctx)[:64], ctx)
+
+
+class TorchDtypeHandler(Handler):
+    name = "torch.dtype"
+
+    def accepts(self, cls: type) -> bool:
+        return cls is torch.dtype
+
+    def save(self, obj: torch.dtype, ctx: SaveContext) -> Node:
+        return {"$type": self.name, "value": dtype_name(obj)}
+
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> torch.dtype:
+        return dtype_from_name(node.get("value"), ctx)
+
+
+class TorchSizeHandler(Handler):
+    name = "torch.Size"
+
+    def accepts(self, cls: type) -> bool:
+        return cls is torch.Size
+
+    def save(self, obj: torch.Size, ctx: SaveContext) -> Node:
+        return {"$type": self.name, "items": list(obj)}
+
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> torch.Size:
+        items = expect(node, "items", list, ctx)
+        if not all(type(i) is int for i in items):
+            raise ctx.error("torch.Size items must be ints")
+        return torch.Size(items)

@@ -1,0 +1,130 @@
+"""An opened archive: browse the object tree and load single values without loading the rest."""
+
+from __future__ import annotations
+
+import html
+from types import TracebackType
+from typing import Any
+
+from .container.archive_reader import ArchiveReader
+from .context import LoadContext
+from .errors import MemberNotFoundError
+from .objpath import join_path, split_path
+from .options import Settings
+from .registry import HandlerRegistry
+
+
+class LazyArchive:
+    """A zarchive opened for reading. Values taken from it stay valid after it is closed."""
+
+    def __init__(self, reader: ArchiveReader, registry: HandlerRegistry, settings: Settings) -> None:
+        self._reader = reader
+        self._registry = registry
+        self._settings = settings
+
+    # --- what is in it ---
+    @property
+    def manifest(self) -> dict[str, Any]:
+        return self._reader.manifest
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self._reader.metadata
+
+    metadata = meta
+
+    @property
+    def members(self) -> dict[str, dict[str, Any]]:
+        """Member name -> its metadata entry (codec, sizes, checksums)."""
+        return dict(self._reader.metadata["members"])
+
+    def children(self, node: Any) -> dict[str, Any] | None:
+        if isinstance(node, list):
+            return {str(i): v for i, v in enumerate(node)}
+        if isinstance(node, dict):
+            tag = node.get("$type")
+            if tag is None:
+                return dict(node)
+            return self._registry.for_tag(tag).children(node)
+        return None
+
+    def node(self, path: str = "") -> Any:
+        """The manifest node at an object path ('a/b/0')."""
+        node = self._reader.manifest["root"]
+        walked: list[str] = []
+        for comp in split_path(path):
+            kids = self.children(node)
+            if kids is None or comp not in kids:
+                raise MemberNotFoundError(f"no value {comp!r} here", path=join_path(walked))
+            node = kids[comp]
+            walked.append(comp)
+        return node
+
+    def keys(self, path: str = "") -> list[str]:
+        """Children of the node at `path`, without loading anything."""
+        kids = self.children(self.node(path))
+        return list(kids) if kids is not None else []
+
+    def __contains__(self, path: str) -> bool:
+        try:
+            self.node(path)
+        except MemberNotFoundError:
+            return False
+        return True
+
+    # --- loading ---
+    def get(self, path: str = "", *, map_location: Any = None, dtype: Any = None) -> Any:
+        """Load the value at `path`, reading only the members it needs."""
+        node = self.node(path)
+        ctx = LoadContext(self._registry, self._reader, self._settings, map_location=map_location, dtype=dtype)
+        ctx.path = split_path(path)
+        return ctx.load(node)
+
+    def __getitem__(self, path: str) -> Any:
+        return self.get(path)
+
+    def load(self, *, map_location: Any = None, dtype: Any = None) -> Any:
+        """Everything, the same as read()."""
+        return self.get("", map_location=map_location, dtype=dtype)
+
+    def verify(self) -> list[tuple[str, str]]:
+        """Check every member against every recorded checksum: [(member, problem), ...]."""
+        return self._reader.verify_all()
+
+    def summary(self, path: str = "") -> str:
+        node = self.node(path)
+        if isinstance(node, dict) and "$type" in node:
+            return self._registry.for_tag(node["$type"]).summary(node)
+        return type(node).__name__ if not isinstance(node, dict) else "dict"
+
+    # --- lifetime ---
+    def close(self) -> None:
+        self._reader.close()
+
+    def __enter__(self) -> LazyArchive:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<zarchive {len(self.members)} members, root: {self.summary()}>"
+
+    def _repr_html_(self) -> str:
+        """The object tree as nested HTML lists, for notebooks."""
+
+        def render(node: Any, depth: int) -> str:
+            kids = self.children(node) if depth < 8 else None
+            label = (
+                self._registry.for_tag(node["$type"]).summary(node)
+                if isinstance(node, dict) and "$type" in node
+                else (type(node).__name__ if isinstance(node, (dict, list)) else repr(node)[:80])
+            )
+            if not kids:
+                return html.escape(label)
+            items = list(kids.items())[:50]
+            inner = "".join(f"<li><b>{html.escape(k)}</b>: {render(v, depth + 1)}</li>" for k, v in items)
+            more = f"<li>... {len(kids) - 50} more</li>" if len(kids) > 50 else ""
+            return f"{html.escape(label)}<ul>{inner}{more}</ul>"
+
+        return f"<div class='zarchive'>{render(self.manifest['root'], 0)}</div>"

@@ -1,0 +1,63 @@
+"""The metadata member's contents: format version, library and environment versions, settings.
+
+Deliberately small: versions of the packages that decide how data round-trips, not a `pip freeze`,
+and never source code. Timestamps live here and only here, so manifests and members stay reproducible.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import platform
+import sys
+from importlib import metadata as importlib_metadata
+from typing import Any
+
+from .container.jsontext import dumps_compact
+from .errors import SaveError
+from .options import Settings
+from .protocol import FORMAT_NAME, FORMAT_VERSION
+
+_PACKAGES = ("numpy", "torch", "pandas", "muutils", "zstandard", "safetensors")
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib_metadata.version(dist)
+    except importlib_metadata.PackageNotFoundError:
+        return None
+
+
+def library_version() -> str:
+    return _version("zarchive") or "0+unknown"
+
+
+def environment() -> dict[str, Any]:
+    return {
+        "python": platform.python_version(),
+        "implementation": sys.implementation.name,
+        "platform": platform.platform(),
+        "byteorder": sys.byteorder,
+        "packages": {p: _version(p) for p in _PACKAGES},
+    }
+
+
+def build_metadata(settings: Settings) -> dict[str, Any]:
+    custom = settings.custom_settings
+    if custom is not None:
+        try:
+            dumps_compact(custom)
+        except (TypeError, ValueError) as e:
+            raise SaveError(f"custom_settings must be plain JSON: {e}") from None
+    return {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "library_version": library_version(),
+        "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "environment": environment(),
+        "compression": settings.compression_record(),
+        "settings": {
+            "external_array_threshold": settings.external_array_threshold,
+            "external_list_threshold": settings.external_list_threshold,
+            "custom": custom,
+        },
+    }

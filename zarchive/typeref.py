@@ -1,0 +1,80 @@
+"""Stable names for classes ("module:QualName") and the rule for turning a name back into a class.
+
+A name read from a file is never imported and never evaluated. It resolves to a class only if that
+class was registered with `register_class`, or its module is already imported (in `sys.modules`) and
+the attribute path leads to a class that is a subclass of what the caller expects (a dataclass, an
+Enum, a ConfiguredModel...). Anything else is an UnknownTypeError.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from .errors import UnknownTypeError
+
+T = TypeVar("T", bound=type)
+
+_registered: dict[str, type] = {}
+_lock = threading.Lock()
+
+
+def class_tag(cls: type) -> str:
+    """The stable name of a class, as the manifest records it."""
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def register_class(cls: T, *, name: str | None = None, overwrite: bool = False) -> T:
+    """Make `cls` loadable by its tag (or `name`), even when defined in a function or __main__."""
+    tag = name or class_tag(cls)
+    with _lock:
+        existing = _registered.get(tag)
+        if existing is not None and existing is not cls and not overwrite:
+            raise ValueError(f"{tag!r} is already registered to {existing!r}; pass overwrite=True")
+        _registered[tag] = cls
+    return cls
+
+
+def unregister_class(tag_or_cls: str | type) -> None:
+    tag = tag_or_cls if isinstance(tag_or_cls, str) else class_tag(tag_or_cls)
+    with _lock:
+        _registered.pop(tag, None)
+
+
+def registered_classes() -> dict[str, type]:
+    """A read-only snapshot of explicitly registered classes."""
+    with _lock:
+        return dict(_registered)
+
+
+def resolve_class(tag: Any, accept: Callable[[type], bool], *, what: str, path: str | None = None) -> type:
+    """The class named by `tag`, if it is registered or already imported and `accept`s it."""
+    if not isinstance(tag, str) or tag.count(":") != 1 or len(tag) > 1000:
+        raise UnknownTypeError(f"bad class name {str(tag)[:100]!r}", path=path)
+    with _lock:
+        cls = _registered.get(tag)
+    if cls is None:
+        module_name, qualname = tag.split(":")
+        module = sys.modules.get(module_name)
+        if module is None:
+            raise UnknownTypeError(
+                f"{what} class {tag!r} is not available: its module is not imported and the class is not "
+                "registered (import it, or zarchive.register_class it, before reading)",
+                path=path,
+            )
+        obj: Any = module
+        for part in qualname.split("."):
+            if part.startswith("<") or not part.isidentifier():
+                raise UnknownTypeError(
+                    f"{what} class {tag!r} is local to a function: register it with zarchive.register_class",
+                    path=path,
+                )
+            obj = obj.__dict__.get(part) if hasattr(obj, "__dict__") else None
+            if obj is None:
+                raise UnknownTypeError(f"{what} class {tag!r} was not found in its module", path=path)
+        cls = obj
+    if not isinstance(cls, type) or not accept(cls):
+        raise UnknownTypeError(f"{tag!r} is not a {what} class", path=path)
+    return cls
