@@ -9,6 +9,7 @@ safe, lazily readable zip archive.
 from __future__ import annotations
 
 from .api import ZArchive, open, read, save, verify
+from .checkpoint import load_checkpoint, save_checkpoint
 from .errors import (
     ConfigMismatchError,
     FieldMismatchError,
@@ -46,11 +47,13 @@ __all__ = [
     "VersionError",
     "ZArchive",
     "ZArchiveError",
+    "load_checkpoint",
     "open",
     "read",
     "register_class",
     "register_handler",
     "save",
+    "save_checkpoint",
     "unregister_class",
     "unregister_handler",
     "verify",

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .container.archive_reader import DEFAULT_MAX_DECOMPRESSED, ArchiveReader
@@ -12,13 +13,19 @@ from .container.source import ByteSource, BytesSource, MappedSource
 from .context import SaveContext
 from .errors import FormatError, MemberNotFoundError
 from .handlers.base import Handler
+from .handlers.omegaconf_ import to_plain as config_to_plain
 from .lazy import LazyArchive
 from .metadata import build_metadata
 from .options import CompressArg, ErrorMode, Settings, parse_compress
+from .progress import check_setting as check_progress
+from .progress import for_read as progress_for_read
+from .progress import for_save as progress_for_save
 from .protocol import FORMAT_NAME, FORMAT_VERSION
 from .registry import HandlerRegistry
+from .remote import is_file_object, is_url, open_source, save_to
 
 PathLike = str | os.PathLike[str]
+StorageOptions = Mapping[str, Any] | None
 
 
 class ZArchive:
@@ -36,6 +43,11 @@ class ZArchive:
         dataclass field that the class no longer has.
     durable: fsync the archive and its directory before save() returns.
     verify: check checksums of every member read (switch off only for trusted files).
+    progress: None shows a tqdm bar for saves and reads of 64 MiB or more when stderr is a terminal;
+        True always shows one, False never.
+
+    Paths may also be fsspec URLs ("s3://bucket/run.zarc", "memory://x.zarc"; `storage_options=` go
+    to fsspec) or binary file objects; see `zarchive.remote`.
     """
 
     def __init__(
@@ -50,13 +62,15 @@ class ZArchive:
         durable: bool = True,
         verify: bool = True,
         max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+        progress: bool | None = None,
     ) -> None:
+        self.progress = check_progress(progress)
         self.settings = Settings(
             compress_level=parse_compress(compress),
             external_array_threshold=external_array_threshold,
             external_list_threshold=external_list_threshold,
             error_mode=ErrorMode.parse(error_mode),
-            custom_settings=custom_settings,
+            custom_settings=config_to_plain(custom_settings),  # e.g. a DictConfig from Hydra
             durable=durable,
             verify=verify,
         )
@@ -71,16 +85,32 @@ class ZArchive:
         )
 
     # --- saving ---
-    def save(self, obj: Any, file_path: PathLike) -> str:
-        """Write `obj` to exactly `file_path` (parent folders created), atomically; return the path."""
-        path = os.fspath(file_path)
-        if not path:
+    def save(self, obj: Any, file_path: PathLike | Any, *, storage_options: StorageOptions = None) -> str:
+        """Write `obj` to exactly `file_path` (parent folders created), atomically; return the path.
+
+        file_path may be an fsspec URL (written locally, then uploaded) or a writable binary file
+        object (the archive is written at its position; it is not closed)."""
+        remote = is_url(file_path) or is_file_object(file_path)
+        path = "" if remote else os.fspath(file_path)
+        if not remote and not path:
             raise ValueError("file_path is empty")
         manifest, members, metadata = self._plan(obj)
         level = self.settings.compress_level
-        atomic_write(
-            path, lambda f: write_archive(f, manifest, members, metadata, level), durable=self.settings.durable
-        )
+        bar = progress_for_save(self.progress, members, file_path)
+        on_member = bar.advance if bar is not None else None
+
+        def write(f: Any) -> None:
+            write_archive(f, manifest, members, metadata, level, on_member=on_member)
+
+        try:
+            if remote:
+                return save_to(file_path, write, storage_options=storage_options, durable=self.settings.durable)
+            if storage_options:
+                raise TypeError("storage_options apply to URLs only")
+            atomic_write(path, write, durable=self.settings.durable)
+        finally:
+            if bar is not None:
+                bar.close()
         return path
 
     def _plan(self, obj: Any) -> tuple[dict[str, Any], list[Any], dict[str, Any]]:
@@ -92,12 +122,21 @@ class ZArchive:
         return manifest, ctx.members, build_metadata(self.settings)
 
     # --- reading ---
-    def open(self, file_path: PathLike | bytes, *, lazy: bool = True) -> LazyArchive:
-        """Open an archive without loading it: only the zip directory, manifest and metadata are read."""
+    def open(
+        self, file_path: PathLike | bytes | Any, *, lazy: bool = True, storage_options: StorageOptions = None
+    ) -> LazyArchive:
+        """Open an archive without loading it: only the zip directory, manifest and metadata are read.
+
+        file_path may be an fsspec URL (then only the byte ranges that are used are fetched) or a
+        readable binary file object (left open)."""
         source: ByteSource
         if isinstance(file_path, (bytes, bytearray)):
             source = BytesSource(file_path)
+        elif is_url(file_path) or is_file_object(file_path):
+            source = open_source(file_path, lazy=lazy, storage_options=storage_options)
         else:
+            if storage_options:
+                raise TypeError("storage_options apply to URLs only")
             path = os.fspath(file_path)
             try:
                 source = MappedSource(path) if lazy else BytesSource(_read_all(path))
@@ -107,48 +146,80 @@ class ZArchive:
                 raise FormatError(f"{path!r} is a directory, not an archive") from None
         try:
             reader = ArchiveReader(source, verify=self.settings.verify, max_decompressed=self.max_decompressed)
+        except FormatError:
+            from .zanj import open_if_zanj  # a ZANJ file (known by its members) gets the ZANJ reader
+
+            zanj = open_if_zanj(source, self)
+            if zanj is None:
+                source.close()
+                raise
+            return zanj  # type: ignore[return-value]
         except BaseException:
             source.close()
             raise
         return LazyArchive(reader, self.registry, self.settings)
 
     def read(
-        self, file_path: PathLike | bytes, *, map_location: Any = None, dtype: Any = None, lazy: bool = True
+        self,
+        file_path: PathLike | bytes | Any,
+        *,
+        map_location: Any = None,
+        dtype: Any = None,
+        lazy: bool = True,
+        storage_options: StorageOptions = None,
     ) -> Any:
         """Load a whole archive; the type of the result comes from the manifest.
 
         map_location: None (CPU), "saved", a device, a dict {saved: new}, or "meta".
         dtype: cast floating-point tensors to this dtype.
         lazy: True maps uncompressed data from the file (pages are read when first touched);
-            False reads the file into memory first.
+            False reads the file into memory first. A remote (URL) archive is fetched whole
+            either way: everything is needed, so one request beats many ranged ones.
         """
-        with self.open(file_path, lazy=lazy) as arc:
-            return arc.load(map_location=map_location, dtype=dtype)
+        whole = is_url(file_path) and not file_path.startswith("file://")
+        with self.open(file_path, lazy=lazy and not whole, storage_options=storage_options) as arc:
+            bar = progress_for_read(self.progress, arc, file_path)
+            if bar is None:
+                return arc.load(map_location=map_location, dtype=dtype)
+            try:
+                return arc.load(map_location=map_location, dtype=dtype)
+            finally:
+                bar.close()
 
 
 def _read_all(path: str) -> bytes:
-    with open(path, "rb") as f:
+    with io.open(path, "rb") as f:  # io.open: this module's own open() shadows the builtin
         return f.read()
 
 
-def save(obj: Any, file_path: PathLike, **settings: Any) -> str:
+def save(obj: Any, file_path: PathLike | Any, *, storage_options: StorageOptions = None, **settings: Any) -> str:
     """`ZArchive(**settings).save(obj, file_path)`."""
-    return ZArchive(**settings).save(obj, file_path)
+    return ZArchive(**settings).save(obj, file_path, storage_options=storage_options)
 
 
 def read(
-    file_path: PathLike | bytes, *, map_location: Any = None, dtype: Any = None, lazy: bool = True, **settings: Any
+    file_path: PathLike | bytes | Any,
+    *,
+    map_location: Any = None,
+    dtype: Any = None,
+    lazy: bool = True,
+    storage_options: StorageOptions = None,
+    **settings: Any,
 ) -> Any:
     """`ZArchive(**settings).read(file_path, ...)`."""
-    return ZArchive(**settings).read(file_path, map_location=map_location, dtype=dtype, lazy=lazy)
+    return ZArchive(**settings).read(
+        file_path, map_location=map_location, dtype=dtype, lazy=lazy, storage_options=storage_options
+    )
 
 
-def open(file_path: PathLike | bytes, *, lazy: bool = True, **settings: Any) -> LazyArchive:  # noqa: A001
+def open(  # noqa: A001
+    file_path: PathLike | bytes | Any, *, lazy: bool = True, storage_options: StorageOptions = None, **settings: Any
+) -> LazyArchive:
     """`ZArchive(**settings).open(file_path)`: a lazy view of an archive; use it as a context manager."""
-    return ZArchive(**settings).open(file_path, lazy=lazy)
+    return ZArchive(**settings).open(file_path, lazy=lazy, storage_options=storage_options)
 
 
-def verify(file_path: PathLike) -> list[tuple[str, str]]:
+def verify(file_path: PathLike | Any, *, storage_options: StorageOptions = None) -> list[tuple[str, str]]:
     """Check every member against its recorded checksums; [] when the archive is intact."""
-    with ZArchive(verify=False).open(file_path) as arc:
+    with ZArchive(verify=False).open(file_path, storage_options=storage_options) as arc:
         return arc.verify()

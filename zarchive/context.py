@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .container.archive_reader import ArchiveReader
-from .container.archive_writer import CompressHint, MemberPlan, Part, RESERVED_NAMES
-from .container.names import collision_key, sanitize_component
+from .container.archive_writer import RESERVED_NAMES, CompressHint, MemberPlan, Part
+from .container.names import collision_key, fit_stem, sanitize_component
 from .errors import FormatError, SaveError, ZArchiveError
 from .objpath import join_path
 from .options import ErrorMode, Settings
@@ -79,7 +79,7 @@ class SaveContext:
     def member_name(self, ext: str, hint: Iterable[str] | None = None) -> str:
         """A unique member name that follows the object path: 'a/b/c.<ext>'."""
         parts = [sanitize_component(p) for p in (self.path if hint is None else hint)]
-        stem = "/".join(parts) if parts else "root"
+        stem = fit_stem("/".join(parts) if parts else "root")
         name = f"{stem}.{ext}"
         n = 2
         while collision_key(name) in self._name_keys:
@@ -143,6 +143,8 @@ class LoadContext:
         self.dtype = dtype
         self.path: list[str] = []
         self._state: dict[str, Any] = {}
+        self._owned: dict[tuple[str, int, int], memoryview] = {}
+        self._mapping: Any = None  # this load's own copy-on-write mapping of the file, made on first use
 
     @property
     def path_str(self) -> str:
@@ -192,11 +194,39 @@ class LoadContext:
         if mode is ErrorMode.WARN:
             warnings.warn(f"{message} (at object path '/{self.path_str}')", stacklevel=3)
 
-    def member_bytes(self, name: Any, *, expected_size: int | None = None) -> memoryview:
-        return self.archive.member_bytes(self._member(name), path=self.path_str, expected_size=expected_size)
+    def member_bytes(self, name: Any, *, expected_size: int | None = None, shared: bool = False) -> memoryview:
+        """A member's decoded, verified bytes, writable and this load's own (see `_own`); with
+        `shared=True`, a view that may be shared with other loads, for bytes that are only parsed."""
+        name = self._member(name)
+        data = self.archive.member_bytes(name, path=self.path_str, expected_size=expected_size)
+        return data if shared else self._own(name, 0, data)
 
     def member_range(self, name: Any, begin: int, end: int, label: str) -> memoryview:
-        return self.archive.member_range(self._member(name), begin, end, label, path=self.path_str)
+        """Bytes [begin, end) of a member, verified by entry `label`; writable and this load's own."""
+        name = self._member(name)
+        return self._own(name, begin, self.archive.member_range(name, begin, end, label, path=self.path_str))
+
+    def _own(self, name: str, begin: int, data: memoryview) -> memoryview:
+        """`data` as bytes that belong to this load: values built on them may be written to without
+        changing what a later load from the same open archive sees (or what verify() checks). Within
+        this load, the same range gives the same buffer, so tensors that shared storage still do."""
+        key = (name, begin, data.nbytes)
+        owned = self._owned.get(key)
+        if owned is not None:
+            return owned
+        source = self.archive.source
+        if self.archive.member_entry(name)["codec"] != "none":
+            owned = memoryview(bytearray(data))  # the reader keeps decoded members for later loads
+        elif getattr(source, "mapped", False) and hasattr(source, "private_copy"):
+            if self._mapping is None:
+                self._mapping = source.private_copy()
+            owned = self._mapping.view(self.archive.zip.members[name].data_offset + begin, data.nbytes)
+        elif getattr(source, "mapped", False):
+            owned = memoryview(bytearray(data))
+        else:
+            owned = data  # an unmapped source reads every range into a new buffer
+        self._owned[key] = owned
+        return owned
 
     def member_entry(self, name: Any) -> dict[str, Any]:
         return self.archive.member_entry(self._member(name), path=self.path_str)

@@ -7,6 +7,7 @@ from types import TracebackType
 from typing import Any
 
 from .container.archive_reader import ArchiveReader
+from .container.parallel_verify import verify_uncompressed
 from .context import LoadContext
 from .errors import MemberNotFoundError
 from .objpath import join_path, split_path
@@ -21,6 +22,7 @@ class LazyArchive:
         self._reader = reader
         self._registry = registry
         self._settings = settings
+        self._closed = False
 
     # --- what is in it ---
     @property
@@ -75,6 +77,7 @@ class LazyArchive:
     # --- loading ---
     def get(self, path: str = "", *, map_location: Any = None, dtype: Any = None) -> Any:
         """Load the value at `path`, reading only the members it needs."""
+        self._check_open()
         node = self.node(path)
         ctx = LoadContext(self._registry, self._reader, self._settings, map_location=map_location, dtype=dtype)
         ctx.path = split_path(path)
@@ -85,10 +88,14 @@ class LazyArchive:
 
     def load(self, *, map_location: Any = None, dtype: Any = None) -> Any:
         """Everything, the same as read()."""
+        self._check_open()
+        if self._settings.verify and self._reader.source.mapped:  # all will be read: checksum on all cores first
+            verify_uncompressed(self._reader)
         return self.get("", map_location=map_location, dtype=dtype)
 
     def verify(self) -> list[tuple[str, str]]:
         """Check every member against every recorded checksum: [(member, problem), ...]."""
+        self._check_open()
         return self._reader.verify_all()
 
     def summary(self, path: str = "") -> str:
@@ -99,7 +106,17 @@ class LazyArchive:
 
     # --- lifetime ---
     def close(self) -> None:
+        """Release the file. Values already loaded stay valid; loading more is an error."""
+        self._closed = True
         self._reader.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:  # the reader's views are gone: a read would see no bytes, not damaged ones
+            raise ValueError("the archive is closed: open it again to load more values")
 
     def __enter__(self) -> LazyArchive:
         return self

@@ -8,6 +8,7 @@ and compressed members are decompressed one at a time, bounded by their declared
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import FormatError, IntegrityError, MemberNotFoundError, UnsafeArchiveError, VersionError
@@ -42,6 +43,7 @@ class ArchiveReader:
         self.zip = ZipReader(source, max_members=max_members)
         self._decoded: dict[str, memoryview] = {}
         self._checked: set[tuple[str, str]] = set()
+        self.on_read: Callable[[str, int], None] | None = None  # (member, bytes) per read, for progress bars
         for required in (MANIFEST_NAME, METADATA_NAME):
             if required not in self.zip.members:
                 raise FormatError(f"the archive has no {required!r}: not a zarchive file", member=required)
@@ -86,6 +88,8 @@ class ArchiveReader:
                 raise UnsafeArchiveError("member is not listed in the metadata", member=name)
             self._check_member_entry(name, entry, info.size, info.crc)
         for name in members:
+            if name == METADATA_NAME:  # it cannot hold its own checksum; verify() would trip on it
+                raise FormatError("the metadata lists itself as a member", member=name)
             if name not in self.zip.members:
                 raise FormatError("the metadata lists a member the zip does not have", member=name)
 
@@ -136,7 +140,10 @@ class ArchiveReader:
         return name in self.zip.members and name != METADATA_NAME
 
     def member_entry(self, name: str, *, path: str | None = None) -> dict[str, Any]:
-        if not isinstance(name, str) or name in (METADATA_NAME, MANIFEST_NAME) or name not in self.zip.members:
+        if name in (METADATA_NAME, MANIFEST_NAME):
+            raise MemberNotFoundError(f"{name!r} is the archive's own description, not a data member",
+                                      member=name, path=path)
+        if not isinstance(name, str) or name not in self.zip.members:
             raise MemberNotFoundError("the manifest refers to a member the archive does not have",
                                       member=str(name)[:200], path=path)
         return self.metadata["members"][name]
@@ -159,6 +166,8 @@ class ArchiveReader:
                     raise IntegrityError("member bytes do not match their checksum (damaged file)",
                                          member=name, path=path)
                 self._checked.add((name, ""))
+            if self.on_read is not None:
+                self.on_read(name, data.nbytes)
             return data
         if entry["size"] > self.max_decompressed:
             raise UnsafeArchiveError(
@@ -175,7 +184,19 @@ class ArchiveReader:
             raise IntegrityError("decompressed bytes do not match their checksum", member=name, path=path)
         view = memoryview(out)
         self._decoded[name] = view
+        if self.on_read is not None:
+            self.on_read(name, view.nbytes)
         return view
+
+    def member_prefix(self, name: str, n: int, *, path: str | None = None) -> bytes | memoryview:
+        """Up to `n` leading bytes of a member, NOT verified: only for sanity checks made before a
+        compressed member is decompressed whole (which then verifies it). Decompresses only that far."""
+        entry = self.member_entry(name, path=path)
+        n = min(n, entry["size"])
+        cached = self._decoded.get(name)
+        if entry["codec"] == "none" or cached is not None:
+            return (cached if cached is not None else self.zip.view(name))[:n]
+        return codecs.decompress_prefix(self.zip.view(name), n, member=name)
 
     def member_range(self, name: str, begin: int, end: int, label: str, *, path: str | None = None) -> memoryview:
         """Bytes [begin, end) of a member, verified by the entry checksum `label` when it is stored
@@ -195,6 +216,8 @@ class ArchiveReader:
                 raise IntegrityError(f"entry {label!r} does not match its checksum (damaged file)",
                                      member=name, path=path)
             self._checked.add((name, label))
+        if self.on_read is not None:
+            self.on_read(name, data.nbytes)
         return data
 
     def header_range(self, name: str, end: int, *, path: str | None = None) -> memoryview:

@@ -130,8 +130,11 @@ def write_archive(
     members: list[MemberPlan],
     metadata: dict[str, Any],
     level: int | None,
+    on_member: Callable[[str, int], None] | None = None,
 ) -> None:
-    """Write the archive into an open, seekable binary file (the caller handles atomicity)."""
+    """Write the archive into an open, seekable binary file (the caller handles atomicity).
+
+    on_member(name, size) is called after each member is written (for progress bars)."""
     zw = ZipWriter(target)
     manifest_bytes = dumps_pretty(manifest)
     m_entry = zw.write_entry(MANIFEST_NAME, manifest_bytes)
@@ -151,6 +154,8 @@ def write_archive(
                 infos[m.name] = _write_zstd(zw, m, level)
             else:
                 infos[m.name] = _write_plain(zw, m, pool)
+            if on_member is not None:
+                on_member(m.name, infos[m.name]["size"])
     finally:
         pool.close()
     metadata = dict(metadata)

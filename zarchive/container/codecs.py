@@ -52,6 +52,21 @@ def take_sample(buffers: Iterable[memoryview | bytes], limit: int = SAMPLE_BYTES
     return bytes(out)
 
 
+def decompress_prefix(data: memoryview | bytes, n: int, *, member: str) -> bytes:
+    """The first `n` decompressed bytes of a zstd frame (fewer if it is shorter), decompressing no more."""
+    out = bytearray()
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=False) as reader:
+            while len(out) < n:
+                chunk = reader.read(min(_READ_CHUNK, n - len(out)))
+                if not chunk:
+                    break
+                out += chunk
+    except zstandard.ZstdError as e:
+        raise IntegrityError(f"zstd data is damaged: {e}", member=member) from e
+    return bytes(out)
+
+
 def decompress_bounded(data: memoryview | bytes, expected_size: int, *, member: str) -> bytearray:
     """Decompress one zstd frame that must yield exactly `expected_size` bytes."""
     dctx = zstandard.ZstdDecompressor()

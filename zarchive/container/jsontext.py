@@ -13,11 +13,15 @@ from typing import Any
 from ..errors import FormatError
 
 _encode_str = json.encoder.encode_basestring  # type: ignore[attr-defined]  # C implementation
+_encode_ascii = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]  # C, \u escapes
 
 
 def dumps_pretty(value: Any) -> bytes:
     """Indented UTF-8 JSON for members people read by hand (manifest, metadata)."""
-    return (json.dumps(value, ensure_ascii=False, allow_nan=False, indent=2) + "\n").encode("utf-8")
+    try:
+        return (json.dumps(value, ensure_ascii=False, allow_nan=False, indent=2) + "\n").encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates in a str: only \u escapes can carry them
+        return (json.dumps(value, ensure_ascii=True, allow_nan=False, indent=2) + "\n").encode("ascii")
 
 
 def dumps_compact(value: Any) -> str:
@@ -70,7 +74,11 @@ def loads_strict(data: bytes | bytearray | memoryview | str, *, member: str, pai
 
 def encode_jsonl(values: Iterable[Any]) -> bytes:
     """One compact JSON value per line."""
-    return "".join(dumps_compact(v) + "\n" for v in values).encode("utf-8")
+    values = list(values)
+    try:
+        return "".join(dumps_compact(v) + "\n" for v in values).encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: escape them (the reader decodes UTF-8 strictly)
+        return "".join(json.dumps(v, allow_nan=False, separators=(",", ":")) + "\n" for v in values).encode("ascii")
 
 
 def encode_jsonl_strings(values: Sequence[str | None]) -> bytes:
@@ -81,7 +89,10 @@ def encode_jsonl_strings(values: Sequence[str | None]) -> bytes:
         lines = ["null" if v is None else _encode_str(v) for v in values]
     else:
         lines = list(map(_encode_str, values))
-    return ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass")
+    try:
+        return ("\n".join(lines) + "\n").encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: escape them (the reader decodes UTF-8 strictly)
+        return ("\n".join("null" if v is None else _encode_ascii(v) for v in values) + "\n").encode("ascii")
 
 
 def decode_jsonl(data: bytes | bytearray | memoryview, expected: int, *, member: str) -> list[Any]:

@@ -11,6 +11,7 @@ import io
 import mmap
 import os
 import threading
+import weakref
 from typing import BinaryIO, Protocol
 
 
@@ -31,6 +32,7 @@ class MappedSource:
     mapped = True
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._fd: int | None = None
         with open(path, "rb") as f:
             self.size = os.fstat(f.fileno()).st_size
             if self.size == 0:
@@ -39,6 +41,21 @@ class MappedSource:
             else:
                 self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
                 self._view = memoryview(self._map)
+                self._fd = os.dup(f.fileno())  # for private_copy(): the same inode, even once replaced
+        self._close_fd = weakref.finalize(self, _close_fd, self._fd)
+
+    def private_copy(self) -> MappedSource:
+        """Another copy-on-write mapping of the same file. A private mapping is private to the mapping,
+        not to each view of it: values written through one load's views would show in the next load
+        from the same mapping, so each load takes its own."""
+        if self._fd is None:
+            raise ValueError("the source is closed (or empty)")
+        other = MappedSource.__new__(MappedSource)
+        other.size, other._fd = self.size, None
+        other._map = mmap.mmap(self._fd, 0, access=mmap.ACCESS_COPY)
+        other._view = memoryview(other._map)
+        other._close_fd = weakref.finalize(other, _close_fd, None)
+        return other
 
     def view(self, offset: int, length: int) -> memoryview:
         if offset < 0 or length < 0 or offset + length > self.size:
@@ -59,6 +76,13 @@ class MappedSource:
         # Views handed out keep the mapping alive; dropping our references is all that is safe.
         self._view = memoryview(b"")
         self._map = None
+        self._fd = None
+        self._close_fd()
+
+
+def _close_fd(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)
 
 
 class FileSource:

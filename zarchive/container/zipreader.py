@@ -29,10 +29,12 @@ from .zipwriter import (
 )
 
 DEFAULT_MAX_MEMBERS = 1_000_000
+_CENTRAL = struct.Struct("<IHHHHHHIIIHHHHHII")
+_LOCAL = struct.Struct("<IHHHHHIIIHH")
 _ALLOWED_FLAGS = 0x0800  # UTF-8 names; no encryption, no data descriptors, nothing else
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MemberInfo:
     name: str
     header_offset: int
@@ -123,14 +125,14 @@ class ZipReader:
 
     # --- central directory ---
     def _parse_directory(self, cd: bytes, count: int, cd_offset: int) -> None:
-        seen: dict[str, str] = {}
+        # one pass, kept tight: an archive may list up to max_members entries
+        seen: set[str] = set()
+        unpack = _CENTRAL.unpack_from
         p = 0
         for _ in range(count):
             if p + 46 > len(cd):
                 raise NotAZipError("the central directory is truncated")
-            (sig, _, _, flags, method, _, _, crc, csize, usize, n, m, k, disk, _, _, offset) = (
-                struct.unpack_from("<IHHHHHHIIIHHHHHII", cd, p)
-            )
+            (sig, _, _, flags, method, _, _, crc, csize, usize, n, m, k, disk, _, _, offset) = unpack(cd, p)
             if sig != CENTRAL_SIG:
                 raise NotAZipError("bad signature in the central directory")
             if p + 46 + n + m + k > len(cd):
@@ -154,18 +156,19 @@ class ZipReader:
                 )
             if disk != 0:
                 raise NotAZipError("member on another disk", member=name)
-            usize, csize, offset = _apply_zip64(extra, usize, csize, offset, name)
+            if usize == MAX_U32 or csize == MAX_U32 or offset == MAX_U32:
+                usize, csize, offset = _apply_zip64(extra, usize, csize, offset, name)
             if usize != csize:
                 raise UnsafeArchiveError(
                     "stored member whose compressed and uncompressed sizes differ", member=name
                 )
             key = collision_key(name)
             if key in seen:
+                first = next(n for n in self.members if collision_key(n) == key)
                 raise UnsafeArchiveError(
-                    f"duplicate member name (same as {seen[key]!r} after case/Unicode folding)",
-                    member=name,
+                    f"duplicate member name (same as {first!r} after case/Unicode folding)", member=name
                 )
-            seen[key] = name
+            seen.add(key)
             data_offset = self._data_offset(name, raw_name, offset, crc, usize, cd_offset)
             self.members[name] = MemberInfo(name, offset, data_offset, usize, crc)
         if p != len(cd):
@@ -176,9 +179,8 @@ class ZipReader:
     ) -> int:
         if offset + LOCAL_HEADER_SIZE > cd_offset:
             raise NotAZipError("local header outside the data area", member=name)
-        hdr = bytes(self.source.view(offset, LOCAL_HEADER_SIZE))
-        (sig, _, flags, method, _, _, lcrc, lcsize, lusize, n, m) = struct.unpack(
-            "<IHHHHHIIIHH", hdr
+        (sig, _, flags, method, _, _, lcrc, lcsize, lusize, n, m) = _LOCAL.unpack_from(
+            self.source.view(offset, LOCAL_HEADER_SIZE)
         )
         if sig != LOCAL_SIG:
             raise NotAZipError("bad local header signature", member=name)
@@ -186,7 +188,7 @@ class ZipReader:
             raise UnsafeArchiveError("local header disagrees with the directory", member=name)
         if offset + LOCAL_HEADER_SIZE + n + m > cd_offset:
             raise NotAZipError("local header runs into the central directory", member=name)
-        if bytes(self.source.view(offset + LOCAL_HEADER_SIZE, n)) != raw_name:
+        if self.source.view(offset + LOCAL_HEADER_SIZE, n) != raw_name:
             raise UnsafeArchiveError("local header names a different member", member=name)
         if lcrc != crc or (lusize != MAX_U32 and (lusize != size or lcsize != size)):
             raise UnsafeArchiveError("local header sizes or CRC disagree with the directory", member=name)

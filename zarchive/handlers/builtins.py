@@ -115,8 +115,32 @@ def _is_plain_json(x: Any) -> bool:
     return False
 
 
+def _has_ref(node: Node) -> bool:
+    """Whether a manifest node (or one inside it) points at a member."""
+    if isinstance(node, dict):
+        return "$ref" in node or any(_has_ref(v) for v in node.values())
+    if isinstance(node, list):
+        return any(_has_ref(v) for v in node)
+    return False
+
+
+def _points_at_member(values: list[Any]) -> bool:
+    """Whether a node inside `values` has a '$ref' (iterative: the nesting depth is the file's choice)."""
+    stack: list[Any] = [values]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            if "$ref" in x:
+                return True
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+    return False
+
+
 class ListHandler(Handler):
-    """list: inline, or a `.jsonl` member past `external_list_threshold` items."""
+    """list: inline, or a `.jsonl` member past `external_list_threshold` items (unless an item points
+    at a member of its own)."""
 
     name = "list"
 
@@ -131,6 +155,11 @@ class ListHandler(Handler):
             items = "plain"
         else:
             nodes = [ctx.save(item, i) for i, item in enumerate(obj)]
+            if any(_has_ref(x) for x in nodes):
+                # Items that point at members (arrays, tensors, long lists) stay in the manifest: their
+                # nodes are completed later (tensor keys at finalize, '.zst' names once codecs are
+                # chosen), after a .jsonl member's bytes and size would have been fixed.
+                return nodes
             items = "plain" if all(_is_plain_json(x) for x in nodes) else "nodes"
             data = encode_jsonl(nodes)
         plan = ctx.add_member("jsonl", lambda: [(None, memoryview(data))], compress="always")
@@ -139,8 +168,10 @@ class ListHandler(Handler):
     def load(self, node: dict[str, Any], ctx: LoadContext) -> list[Any]:
         length = expect(node, "length", int, ctx)
         nbytes = expect(node, "nbytes", int, ctx)
-        data = ctx.member_bytes(node.get("$ref"), expected_size=nbytes)
+        data = ctx.member_bytes(node.get("$ref"), expected_size=nbytes, shared=True)
         values = decode_jsonl(data, length, member=node["$ref"])
+        if _points_at_member(values):  # never written (see save): would allow ref cycles and 2**n blow-ups
+            raise ctx.error("a .jsonl list holds nodes that point at members", member=node["$ref"])
         if node.get("items") == "plain":
             if not all(_is_plain_json(v) for v in values):
                 raise ctx.error("a 'plain' list holds nodes", member=node["$ref"])
@@ -233,7 +264,10 @@ class DictHandler(Handler):
         if _plain_keys(obj):
             node["data"] = {k: ctx.save(v, k) for k, v in obj.items()}
         else:
-            node["items"] = [[ctx.save(k, f"{_key_label(k)}.key"), ctx.save(v, _key_label(k))] for k, v in obj.items()]
+            node["items"] = []
+            for k, v in obj.items():
+                key_node = ctx.save(k, f"{_key_label(k)}.key")
+                node["items"].append([key_node, ctx.save(v, _node_label(key_node))])
         meta = getattr(obj, "_metadata", None)  # torch state dicts carry per-module versions here
         if cls is OrderedDict and isinstance(meta, dict):
             node["attrs"] = {"_metadata": ctx.save(meta, "_metadata")}
@@ -263,7 +297,7 @@ class DictHandler(Handler):
                     raise ctx.error("dict items must be [key, value] pairs")
                 key = ctx.load(pair[0], "key")
                 try:
-                    out[key] = ctx.load(pair[1], _key_label(key))
+                    out[key] = ctx.load(pair[1], _node_label(pair[0]))
                 except TypeError as e:
                     raise ctx.error(f"unhashable dict key: {e}") from None
         attrs = node.get("attrs")
@@ -280,10 +314,28 @@ class DictHandler(Handler):
         out: dict[str, Any] = {}
         for pair in items:
             if isinstance(pair, list) and len(pair) == 2:
-                k = pair[0]
-                label = dumps_compact(k) if isinstance(k, (dict, list)) else _key_label(k)
-                out.setdefault(label, pair[1])
+                out.setdefault(_node_label(pair[0]), pair[1])  # '1' for both 1 and '1': the first wins
         return out
+
+
+def _node_label(node: Node) -> str:
+    """The object-path component of a dict value, from its key's manifest node, so that saving,
+    loading and browsing (`keys()`, `arc["d/1,2"]`) name it alike: 1 -> '1', (1, 'a') -> '1,a'."""
+    if isinstance(node, dict):
+        tag = node.get("$type")
+        if tag == "int" and isinstance(node.get("hex"), str) and len(node["hex"]) <= 64:
+            try:
+                return str(int(node["hex"], 16))
+            except ValueError:
+                pass
+        elif tag == "float" and node.get("value") in ("nan", "inf", "-inf"):
+            return str(node["value"])
+        elif tag == "tuple" and isinstance(node.get("items"), list):
+            return ",".join(_node_label(item) for item in node["items"])
+        return dumps_compact(node)[:200]
+    if isinstance(node, list):
+        return dumps_compact(node)[:200]
+    return _key_label(node)
 
 
 def _key_label(key: Any) -> str:

@@ -40,6 +40,8 @@ def parse_dtype(text: Any, ctx: LoadContext, *, allow_object: bool = False) -> n
 
 def _inline_data(arr: np.ndarray) -> dict[str, Any]:
     kind = arr.dtype.kind
+    if arr.size == 0:  # nested lists cannot say the shape (2, 0, 4): [[], []]
+        return {"base64": ""}
     if kind in _LIST_KINDS or (
         kind == "f" and arr.dtype.itemsize <= 8 and bool(np.isfinite(arr).all())
     ):
@@ -155,16 +157,27 @@ class NumpyScalarHandler(Handler):
             node["value"] = float_node(float(obj))
         elif kind == "c" and dtype.itemsize <= 16:
             node["real"], node["imag"] = float_node(float(obj.real)), float_node(float(obj.imag))
+        elif kind == "U":  # by value: np.str_('') has itemsize 0, but np.asarray of it has 4 bytes
+            node["value"] = str(obj)
+        elif kind == "S":
+            node["base64"] = base64.b64encode(bytes(obj)).decode("ascii")
         else:
             node["base64"] = base64.b64encode(np.asarray(obj).tobytes()).decode("ascii")
         return node
 
     def load(self, node: dict[str, Any], ctx: LoadContext) -> np.generic:
         dtype = parse_dtype(node.get("dtype"), ctx)
+        if dtype.kind == "U" and "value" in node:
+            text = np.str_(expect(node, "value", str, ctx))
+            if text.dtype != dtype:
+                raise ctx.error("scalar text does not match the dtype")
+            return text
         if "base64" in node:
             raw = base64.b64decode(expect(node, "base64", str, ctx), validate=True)
             if len(raw) != dtype.itemsize:
                 raise ctx.error("scalar bytes do not match the dtype")
+            if dtype.kind == "S":
+                return np.bytes_(raw)
             return np.frombuffer(raw, dtype=dtype)[0]
         if "real" in node:
             value: Any = complex(load_float(node["real"], ctx), load_float(node["imag"], ctx))

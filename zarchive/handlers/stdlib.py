@@ -38,7 +38,8 @@ class BytesHandler(Handler):
 
     def load(self, node: dict[str, Any], ctx: LoadContext) -> bytes | bytearray:
         if "$ref" in node:
-            data = bytes(ctx.member_bytes(node["$ref"], expected_size=expect(node, "nbytes", int, ctx)))
+            nbytes = expect(node, "nbytes", int, ctx)
+            data = bytes(ctx.member_bytes(node["$ref"], expected_size=nbytes, shared=True))
         else:
             text = expect(node, "base64", str, ctx)
             try:
@@ -224,7 +225,10 @@ class DecimalUUIDHandler(Handler):
             raise ctx.error("value too long")
         kind = node.get("kind")
         if kind == "Decimal":
-            return decimal.Decimal(value)
+            try:
+                return decimal.Decimal(value)
+            except decimal.InvalidOperation:  # an ArithmeticError, not a ValueError
+                raise ctx.error(f"bad Decimal {value[:40]!r}") from None
         if kind == "UUID":
             return uuid.UUID(value)
         raise ctx.error(f"unknown kind {str(kind)[:20]!r}")

@@ -25,6 +25,7 @@ from .base import Handler
 from .torch_types import ST_CODE, dtype_from_name, dtype_name, place
 
 ROOT_GROUP_MEMBER = "tensors"
+_SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
 @dataclass
@@ -56,7 +57,10 @@ def _as_bytes(t: torch.Tensor) -> memoryview:
     t = t.detach()
     if t.device.type != "cpu":
         t = t.cpu()
-    t = t.contiguous()
+    if not t.is_contiguous():
+        # copy as same-sized integers: bit-exact, and works for dtypes torch cannot copy (int1..7, bits8)
+        carrier = _SAME_SIZE_INT.get(t.element_size())
+        t = (t.view(carrier) if carrier is not None and t.dtype != carrier else t).contiguous()
     if t.numel() == 0:
         return memoryview(b"")
     flat = t.reshape(-1)
@@ -191,7 +195,7 @@ class TensorHandler(Handler):
         if device is not None and device.type == "meta":
             t = torch.empty(shape, dtype=dtype, device="meta")
         else:
-            t = self._read(node, dtype, shape, view, ctx)
+            t = self._read(node, dtype, shape, view, ctx, device)
             if device is not None and t.device != device:
                 t = t.to(device)
         if ctx.dtype is not None and t.is_floating_point():
@@ -204,7 +208,13 @@ class TensorHandler(Handler):
         return t
 
     def _read(
-        self, node: dict[str, Any], dtype: torch.dtype, shape: tuple[int, ...], view: Any, ctx: LoadContext
+        self,
+        node: dict[str, Any],
+        dtype: torch.dtype,
+        shape: tuple[int, ...],
+        view: Any,
+        ctx: LoadContext,
+        device: torch.device | None = None,
     ) -> torch.Tensor:
         name, key = node.get("$ref"), node.get("key")
         if not isinstance(key, str):
@@ -214,6 +224,13 @@ class TensorHandler(Handler):
         if slot is None:
             raise FormatError(f"tensor {key!r} is not in the member", member=name, path=ctx.path_str)
         base = _slot_tensor(name, slot, ctx)
+        if device is not None and base.device != device:
+            # move the stored bytes once, then view them there, so that views still share memory
+            moved: dict[tuple[str, str, str], torch.Tensor] = ctx.state("torch.moved", dict)
+            where = (name, key, str(device))
+            if where not in moved:
+                moved[where] = base.to(device)
+            base = moved[where]
         if view is None:
             st_code, raw = ST_CODE.get(dtype, ("U8", True))
             nbytes = math.prod(shape) * torch.empty(0, dtype=dtype).element_size()
@@ -249,11 +266,14 @@ def _member_slots(name: Any, ctx: LoadContext) -> dict[str, TensorSlot]:
     entry = ctx.member_entry(name)
     size = entry["size"]
     if entry["codec"] == "none":
-        first8 = ctx.archive.zip.view(name)[:8]
+        info = ctx.archive.zip.members[name]  # 8 bytes, not the whole member (a remote file would fetch it all)
+        first8 = ctx.archive.source.view(info.data_offset, min(8, size))
         hlen = header_length(first8, size, member=name)
         head = ctx.archive.header_range(name, hlen, path=ctx.path_str)
-    else:
-        head = ctx.member_bytes(name)
+    else:  # the header must tile the declared size before the whole member is decompressed
+        hlen = header_length(ctx.archive.member_prefix(name, 8, path=ctx.path_str), size, member=name)
+        parse_header(ctx.archive.member_prefix(name, hlen, path=ctx.path_str), size, member=name)
+        head = ctx.member_bytes(name, shared=True)
     slots = parse_header(head, size, member=name)
     cache[name] = slots
     return slots

@@ -1,0 +1,349 @@
+"""zarchive benchmark suite: `make bench`, or `python benchmarks/run.py [--quick] [--only big,table]`.
+
+Measures zarchive against safetensors, torch.save, np.savez, pickle and zanj on the same data in the
+same run, and prints one markdown report (also written to benchmarks/results/latest.md). See
+benchmarks/README.md for what each number means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import datetime as dt
+import gc
+import io
+import json
+import os
+import pstats
+import shutil
+import sys
+import time
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from measure import (  # noqa: E402
+    can_drop_caches,
+    drop_caches,
+    machine,
+    prefault,
+    raw_io,
+    run_probe,
+    timed,
+)
+from report import METRICS, render  # noqa: E402
+from tools import Tool, tools_for, unsupported  # noqa: E402
+from workloads import Workload, nbytes, touch, workloads  # noqa: E402
+
+SLOW_S = 20.0  # a tool whose warm-up run takes longer than this is measured once, not N times
+PROBE_TIMEOUT = 120.0  # per tool, for the memory probes
+VERBOSE = False
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def short_error(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text[:200]}"
+
+
+def _file_name(tool: Tool) -> str:
+    return "".join(c if c.isalnum() else "_" for c in tool.name) + tool.ext
+
+
+class WorkloadBench:
+    """Runs every tool of one workload: timed loops in this process, then probes in fresh ones."""
+
+    def __init__(self, w: Workload, *, reps: int, cold: bool, workdir: str, quick: bool) -> None:
+        self.w, self.reps, self.cold, self.quick = w, reps, cold, quick
+        self.dir = os.path.join(workdir, w.name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.tools = tools_for(w)
+        self.cells: dict[str, dict[str, dict[str, Any]]] = {
+            t.name: {m: {"samples": [], "error": None} for m in METRICS} for t in self.tools
+        }
+        self.broken: dict[str, str] = {}  # tool -> why it cannot take part at all
+        self.slow: set[str] = set()
+        self.paths = {t.name: os.path.join(self.dir, _file_name(t)) for t in self.tools}
+
+    def path(self, t: Tool) -> str:
+        return self.paths[t.writer]
+
+    def fail(self, t: Tool, metric: str, err: str) -> None:
+        self.cells[t.name][metric]["error"] = err
+
+    def usable(self, t: Tool, metric: str) -> bool:
+        return t.name not in self.broken and t.writer not in self.broken and not self.cells[t.name][metric]["error"]
+
+    def run(self) -> dict[str, Any]:
+        w = self.w
+        out: dict[str, Any] = {"name": w.name, "description": w.description, "error": None, "tools": {}}
+        log(f"{w.name}: building the data")
+        try:
+            obj = w.build()
+        except Exception as e:  # noqa: BLE001 - a workload zarchive cannot make yet is reported, not fatal
+            out["error"] = short_error(e)
+            log(f"{w.name}: n/a ({out['error']})")
+            return out
+        out["nbytes"] = nbytes(obj)
+        prefault(2 * out["nbytes"])
+        for t in self.tools:
+            why = unsupported(t, w, obj)
+            if why:
+                self.broken[t.name] = f"n/a: {why}"
+        inproc = [t for t in self.tools if not t.out_of_process]
+        for rep in range(1 + self.reps):  # round 0 warms up (and is the only run of slow tools)
+            log(f"{w.name}: round {rep}/{self.reps}")
+            k = rep % len(inproc)
+            order = inproc[k:] + inproc[:k]  # alternate, and rotate who goes first
+            self._saves(order, obj, rep)
+            self._reads(order, rep)
+            self._lazies(order, rep)
+        for t in self.tools:
+            if t.save is not None and t.name not in self.broken and os.path.exists(self.paths[t.name]):
+                self.cells[t.name]["size"]["samples"].append(os.path.getsize(self.paths[t.name]))
+        del obj
+        gc.collect()
+        for t in self.tools:
+            if t.out_of_process:
+                self._zanj(t)
+        self._memory_probes()
+        for t in self.tools:
+            out["tools"][t.name] = {
+                "note": t.note + (" (1 run: slow)" if t.name in self.slow else ""),
+                "is_zarchive": t.is_zarchive,
+                "does": self._does(t),
+                "broken": self.broken.get(t.name) or self.broken.get(t.writer),
+                "metrics": self.cells[t.name],
+            }
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return out
+
+    def _does(self, t: Tool) -> list[str]:
+        """The metrics this tool takes part in (the others are shown as a dash)."""
+        out = ["save", "size"] if t.save is not None else []
+        out += ["read", "touch", "peak", "anon"] if t.read is not None else []
+        out += ["lazy"] if t.lazy is not None and self.w.lazy_key is not None else []
+        return out
+
+    def _keep(self, t: Tool, rep: int, metric: str, value: float) -> None:
+        if VERBOSE:
+            log(f"{self.w.name}: {t.name} {metric} {value:.4f} s")
+        if rep > 0 or t.name in self.slow:
+            self.cells[t.name][metric]["samples"].append(value)
+
+    def _skip(self, t: Tool, rep: int) -> bool:
+        return rep > 0 and t.name in self.slow
+
+    def _saves(self, order: list[Tool], obj: Any, rep: int) -> None:
+        for t in order:
+            if t.save is None or t.name in self.broken or self._skip(t, rep):
+                continue
+            save, p = t.save, self.paths[t.name]
+            try:
+                secs, _ = timed(lambda: save(obj, p))
+            except Exception as e:  # noqa: BLE001
+                self.broken[t.name] = f"fails: {short_error(e)}"
+                log(f"{self.w.name}: {t.name} cannot save: {self.broken[t.name]}")
+                continue
+            if rep == 0 and secs > SLOW_S:
+                self.slow.add(t.name)
+            self._keep(t, rep, "save", secs)
+
+    def _reads(self, order: list[Tool], rep: int) -> None:
+        for t in order:
+            if t.read is None or not self.usable(t, "read") or self._skip(t, rep):
+                continue
+            if self.cold:
+                drop_caches()
+            read, p = t.read, self.path(t)
+            gc.collect()
+            try:
+                t0 = time.perf_counter()
+                got = read(p)
+                t1 = time.perf_counter()
+                touch(got)
+                t2 = time.perf_counter()
+            except Exception as e:  # noqa: BLE001
+                self.fail(t, "read", f"fails: {short_error(e)}")
+                self.fail(t, "touch", "fails (see read)")
+                continue
+            del got
+            if rep == 0 and t2 - t0 > SLOW_S:
+                self.slow.add(t.name)
+            self._keep(t, rep, "read", t1 - t0)
+            self._keep(t, rep, "touch", t2 - t0)
+
+    def _lazies(self, order: list[Tool], rep: int) -> None:
+        key = self.w.lazy_key
+        for t in order:
+            if key is None or t.lazy is None or not self.usable(t, "lazy") or self._skip(t, rep):
+                continue
+            if self.cold:
+                drop_caches()
+            lazy, p = t.lazy, self.path(t)
+            try:
+                secs, _ = timed(lambda: touch(lazy(p, key)))
+            except Exception as e:  # noqa: BLE001
+                self.fail(t, "lazy", f"fails: {short_error(e)}")
+                continue
+            self._keep(t, rep, "lazy", secs)
+
+    def _zanj(self, t: Tool) -> None:
+        if t.name in self.broken:
+            return
+        log(f"{self.w.name}: {t.name} (one run, at most {self.w.zanj_timeout:.0f} s)")
+        args = ["zanj", self.w.name, self.paths[t.name]] + (["--quick"] if self.quick else [])
+        lines, err = run_probe(args, timeout=self.w.zanj_timeout)
+        phases = {ln.get("phase"): ln for ln in lines}
+        save, read = phases.get("save", {}), phases.get("read", {})
+        if "seconds" in save:
+            self.cells[t.name]["save"]["samples"].append(save["seconds"])
+            self.cells[t.name]["size"]["samples"].append(save["size"])
+        if "seconds" in read:
+            self.cells[t.name]["read"]["samples"].append(read["seconds"])
+            self.cells[t.name]["touch"]["samples"].append(read["touched_seconds"])
+        if "error" in save:
+            self.broken[t.name] = f"fails: {save['error']}"
+        elif "seconds" not in save:
+            self.broken[t.name] = f"save {err or 'gave no result'}"
+        elif "seconds" not in read:
+            why = read.get("error") or err or "gave no result"
+            self.fail(t, "read", f"read {why}")
+            self.fail(t, "touch", f"read {why}")
+
+    def _memory_probes(self) -> None:
+        todo = [t for t in self.tools if t.read is not None and self.usable(t, "read")
+                and os.path.exists(self.path(t))]  # fmt: skip
+        if not todo:
+            return
+        log(f"{self.w.name}: memory of fresh processes reading with {len(todo)} tools")
+        args = ["rss", self.w.name, "|".join(t.name for t in todo), "|".join(self.path(t) for t in todo)]
+        lines, err = run_probe(args + (["--quick"] if self.quick else []), timeout=PROBE_TIMEOUT * len(todo))
+        got = {ln.get("tool"): ln for ln in lines}
+        for t in todo:
+            r = got.get(t.name)
+            if r is None or "error" in r:
+                self.fail(t, "peak", f"memory probe failed: {(r or {}).get('error') or err or 'no result'}")
+                self.fail(t, "anon", "fails (see peak)")
+                continue
+            before, after = r["before"], r["after"]
+            self.cells[t.name]["peak"]["samples"].append(after["VmHWM"] - before["VmRSS"])
+            self.cells[t.name]["anon"]["samples"].append(after["RssAnon"] - before["RssAnon"])
+
+
+# --- profiling one operation ------------------------------------------------------------------------
+
+
+def profile(spec: str, quick: bool, workdir: str) -> None:
+    """--profile WORKLOAD:TOOL:OP (OP: save, read or lazy): cProfile of one warm run, to stderr."""
+    wname, tname, op = spec.split(":")
+    w = workloads(quick)[wname]
+    by = {t.name: t for t in tools_for(w)}
+    t = by[tname]
+    writer = by[t.writer]
+    obj = w.build()
+    path = os.path.join(workdir, _file_name(writer))
+    assert writer.save is not None
+    writer.save(obj, path)
+
+    def once() -> Any:
+        if op == "save":
+            assert t.save is not None
+            return t.save(obj, path)
+        if op == "read":
+            assert t.read is not None
+            return touch(t.read(path))
+        assert t.lazy is not None and w.lazy_key is not None
+        return touch(t.lazy(path, w.lazy_key))
+
+    once()
+    prof = cProfile.Profile()
+    secs, _ = timed(lambda: prof.runcall(once))
+    buf = io.StringIO()
+    stats = pstats.Stats(prof, stream=buf).strip_dirs()
+    stats.sort_stats("tottime").print_stats(25)
+    stats.sort_stats("cumulative").print_stats(25)
+    print(f"# profile of {spec}: {secs:.3f} s under the profiler\n{buf.getvalue()}")
+
+
+# --- main -------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="3 runs and smaller workloads (about a minute or two)")
+    p.add_argument("--reps", type=int, help="timed runs per measurement (default 5; 3 with --quick)")
+    p.add_argument("--only", help="comma-separated workloads (big, big-bf16, many-small, table, configured-model)")
+    p.add_argument("--cold", action="store_true", help="drop the page cache before every read (needs root)")
+    p.add_argument("--profile", metavar="W:TOOL:OP", help="cProfile one operation, e.g. big:zarchive:read")
+    p.add_argument("--out", default=os.path.join(HERE, "results", "latest.md"), help="where to write the report")
+    p.add_argument("--keep", action="store_true", help="keep the scratch folder benchmarks/_work")
+    p.add_argument("--verbose", action="store_true", help="log every measurement to stderr")
+    args = p.parse_args(argv)
+    global VERBOSE
+    VERBOSE = args.verbose
+    reps = args.reps or (3 if args.quick else 5)
+    if args.cold and not can_drop_caches():
+        p.error("--cold needs write access to /proc/sys/vm/drop_caches (run as root)")
+    workdir = os.path.join(HERE, "_work", f"run-{os.getpid()}")
+    os.makedirs(workdir, exist_ok=True)
+    try:
+        if args.profile:
+            profile(args.profile, args.quick, workdir)
+            return 0
+        all_w = workloads(args.quick)
+        names = args.only.split(",") if args.only else list(all_w)
+        unknown = [n for n in names if n not in all_w]
+        if unknown:
+            p.error(f"unknown workloads {unknown}; choose from {list(all_w)}")
+        started = time.perf_counter()
+        load_before = os.getloadavg()
+        info = machine(workdir)
+        ref_bytes = _reference_bytes(all_w)
+        log(f"raw I/O reference: {ref_bytes / 1e6:.0f} MB")
+        raw = raw_io(workdir, ref_bytes, reps=3)
+        results = [
+            WorkloadBench(all_w[n], reps=reps, cold=args.cold, workdir=workdir, quick=args.quick).run() for n in names
+        ]
+        settings = {"reps": reps, "quick": args.quick, "cold": args.cold, "cold_possible": can_drop_caches(),
+                    "elapsed_s": time.perf_counter() - started,
+                    "load": [round(x, 2) for x in (*load_before, *os.getloadavg())], "date": dt.datetime.now().astimezone().isoformat(
+                        timespec="seconds")}  # fmt: skip
+        text = render(info, raw, results, settings)
+        print(text)
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w") as f:
+            f.write(text)
+        with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
+            json.dump({"machine": info, "raw_io": raw, "settings": settings, "workloads": results}, f, indent=1)
+        log(f"done in {settings['elapsed_s']:.0f} s; report written to {args.out}")
+        return 0
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+            try:
+                os.rmdir(os.path.join(HERE, "_work"))
+            except OSError:
+                pass
+
+
+def _reference_bytes(all_w: dict[str, Workload]) -> int:
+    from workloads import GPTShape, gpt2_shapes
+
+    shape = all_w["configured-model"].shape or GPTShape()
+    return sum(4 * int(_prod(s)) for _, s in gpt2_shapes(shape)) // (1 << 20) * (1 << 20)
+
+
+def _prod(shape: tuple[int, ...]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,199 @@
+"""The benchmark workloads: deterministic data shaped like real ML work, and a way to touch every byte.
+
+Every builder is seeded, so a probe subprocess can rebuild exactly the data the parent measured.
+Weights are random normals (like a freshly initialised model): float32 weights do not compress, which
+is the realistic case for trained models too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+SEED = 1234
+
+
+@dataclass(frozen=True)
+class GPTShape:
+    """The dimensions of a GPT-2-like model (defaults: GPT-2 small, ~124M parameters)."""
+
+    vocab: int = 50257
+    n_ctx: int = 1024
+    n_embd: int = 768
+    n_layer: int = 12
+
+
+def gpt2_shapes(cfg: GPTShape) -> list[tuple[str, tuple[int, ...]]]:
+    """(key, shape) of a GPT-2 state dict, in the Hugging Face layout (Conv1D weights are in x out)."""
+    e = cfg.n_embd
+    out: list[tuple[str, tuple[int, ...]]] = [("wte.weight", (cfg.vocab, e)), ("wpe.weight", (cfg.n_ctx, e))]
+    for i in range(cfg.n_layer):
+        p = f"h.{i}."
+        out += [
+            (p + "ln_1.weight", (e,)), (p + "ln_1.bias", (e,)),
+            (p + "attn.c_attn.weight", (e, 3 * e)), (p + "attn.c_attn.bias", (3 * e,)),
+            (p + "attn.c_proj.weight", (e, e)), (p + "attn.c_proj.bias", (e,)),
+            (p + "ln_2.weight", (e,)), (p + "ln_2.bias", (e,)),
+            (p + "mlp.c_fc.weight", (e, 4 * e)), (p + "mlp.c_fc.bias", (4 * e,)),
+            (p + "mlp.c_proj.weight", (4 * e, e)), (p + "mlp.c_proj.bias", (e,)),
+        ]  # fmt: skip
+    out += [("ln_f.weight", (e,)), ("ln_f.bias", (e,))]
+    return out
+
+
+def gpt2_state_dict(cfg: GPTShape, dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
+    gen = torch.Generator().manual_seed(SEED)
+    sd: dict[str, torch.Tensor] = {}
+    for key, shape in gpt2_shapes(cfg):
+        t = torch.empty(shape, dtype=torch.float32)
+        if key.endswith("ln_1.weight") or key.endswith("ln_2.weight") or key == "ln_f.weight":
+            t.fill_(1.0)
+        else:
+            t.normal_(0.0, 0.02, generator=gen)
+        sd[key] = t if dtype == torch.float32 else t.to(dtype)
+    return sd
+
+
+def many_small(count: int) -> dict[str, torch.Tensor]:
+    """`count` float32 tensors of 1-4 KB (256-1024 elements), like a big optimizer-state or probe dump."""
+    gen = torch.Generator().manual_seed(SEED)
+    sizes = torch.randint(256, 1025, (count,), generator=gen).tolist()
+    return {f"group{i // 100:03d}.param{i % 100:02d}": torch.randn(n, generator=gen) for i, n in enumerate(sizes)}
+
+
+def table(rows: int):  # -> pandas.DataFrame
+    """A DataFrame with one column of each common kind: int64, float64, str, categorical, datetime, bool."""
+    import pandas as pd
+
+    rng = np.random.default_rng(SEED)
+    names = np.char.add("user_", rng.integers(0, 200_000, rows).astype("U6"))
+    cities = np.array(["Berlin", "Lagos", "Lima", "Osaka", "Pune", "Quito", "Tunis", "Oslo"])
+    start = np.datetime64("2024-01-01T00:00:00", "ns")
+    stamps = start + np.sort(rng.integers(0, 365 * 86400, rows)).astype("timedelta64[s]")
+    return pd.DataFrame(
+        {
+            "id": np.arange(rows, dtype=np.int64) * 7 + rng.integers(0, 7, rows),
+            "score": rng.normal(0.0, 1.0, rows),
+            "name": pd.array(names, dtype="str"),
+            "city": pd.Categorical.from_codes(rng.integers(0, len(cities), rows), categories=cities),
+            "when": stamps.astype("datetime64[ns]"),
+            "flag": rng.random(rows) < 0.3,
+        }
+    )
+
+
+# --- the configured model ---------------------------------------------------------------------------
+
+
+def build_configured_model(cfg: GPTShape) -> Any:
+    """A zarchive.torchutil.ConfiguredModel with the same parameters as `gpt2_state_dict(cfg)`.
+
+    Raises (ImportError, TypeError, ...) when zarchive cannot make one yet; the caller reports it."""
+    from configured_model import make_model
+
+    return make_model(cfg)
+
+
+# --- touching every byte ----------------------------------------------------------------------------
+
+
+def _touch_tensor(t: torch.Tensor) -> int:
+    flat = t.detach().reshape(-1)
+    if flat.numel() == 0:
+        return 0
+    b = flat.view(torch.uint8)
+    n8 = b.numel() // 8 * 8
+    total = int(b[:n8].view(torch.int64).sum()) if n8 and b.data_ptr() % 8 == 0 else int(b[:n8].sum())
+    return total + int(b[n8:].sum())
+
+
+def _touch_array(a: np.ndarray) -> int:
+    if a.dtype.hasobject:
+        return sum(len(str(x)) for x in a.reshape(-1))
+    return _touch_tensor(torch.from_numpy(np.ascontiguousarray(a).reshape(-1).view(np.uint8)))
+
+
+def touch(obj: Any) -> int:
+    """Read every byte of a loaded result (faulting in every mapped page); returns a checksum-ish int."""
+    if isinstance(obj, torch.Tensor):
+        return _touch_tensor(obj)
+    if isinstance(obj, np.ndarray):
+        return _touch_array(obj)
+    if isinstance(obj, torch.nn.Module):
+        return sum(_touch_tensor(t) for t in obj.state_dict().values())
+    if isinstance(obj, dict):
+        return sum(touch(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(touch(v) for v in obj)
+    if type(obj).__name__ == "DataFrame":
+        return _touch_frame(obj)
+    if hasattr(obj, "files") and hasattr(obj, "__getitem__"):  # an NpzFile still open
+        return sum(touch(obj[k]) for k in obj.files)
+    return 0
+
+
+def _touch_frame(df: Any) -> int:
+    import pandas as pd
+
+    total = 0
+    for name in df.columns:
+        col = df[name]
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            total += _touch_array(col.cat.codes.to_numpy()) + len(col.cat.categories)
+        elif col.dtype.kind in "biufcmM":
+            total += _touch_array(col.to_numpy())
+        else:
+            total += int(col.str.len().sum())
+    total += _touch_array(df.index.to_numpy())
+    return total
+
+
+def nbytes(obj: Any) -> int:
+    """Bytes of payload in a workload (tensor/array data; frame memory with strings counted deep)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, torch.nn.Module):
+        return sum(nbytes(t) for t in obj.state_dict().values())
+    if isinstance(obj, dict):
+        return sum(nbytes(v) for v in obj.values())
+    if type(obj).__name__ == "DataFrame":
+        return int(obj.memory_usage(deep=True).sum())
+    return 0
+
+
+# --- the workload table -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    kind: str  # "state_dict", "table" or "model"
+    build: Callable[[], Any]
+    lazy_key: str | None  # a mid-sized tensor for one-tensor reads
+    description: str
+    zanj_timeout: float = 90.0
+    shape: GPTShape | None = None  # the model dimensions, for workloads that are models
+
+
+def workloads(quick: bool = False) -> dict[str, Workload]:
+    cfg = GPTShape(n_layer=4) if quick else GPTShape()
+    small = 2000 if quick else 5000
+    rows = 200_000 if quick else 1_000_000
+    nparams = sum(int(np.prod(s)) for _, s in gpt2_shapes(cfg))
+    gpt = f"GPT-2-small-shaped state dict, {cfg.n_layer} blocks, {nparams / 1e6:.1f}M params"
+    mid = "h.1.attn.c_proj.weight"  # 768x768: 2.4 MB in float32
+    items = [
+        Workload("big", "state_dict", lambda: gpt2_state_dict(cfg), mid, f"{gpt}, float32", 75.0),
+        Workload("big-bf16", "state_dict", lambda: gpt2_state_dict(cfg, torch.bfloat16), mid, f"{gpt}, bfloat16"),
+        Workload("many-small", "state_dict", lambda: many_small(small), f"group{small // 200:03d}.param50",
+                 f"{small} float32 tensors of 1-4 KB", 60.0),
+        Workload("table", "table", lambda: table(rows), None,
+                 f"DataFrame {rows:,} x 6 (int64, float64, str, category, datetime64, bool)", 60.0),
+        Workload("configured-model", "model", lambda: build_configured_model(cfg), None,
+                 f"ConfiguredModel wrapping the 'big' {gpt.split(', ', 1)[1]}", shape=cfg),
+    ]  # fmt: skip
+    return {w.name: w for w in items}

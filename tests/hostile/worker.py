@@ -1,0 +1,189 @@
+"""A fork server for tests that must kill, starve or limit a real process.
+
+Starting Python and importing zarchive (hence torch) takes seconds; the kill test alone needs 30+
+processes. So one server process imports zarchive once and forks a child per request: the child does
+the work (saving, reading, extracting) under whatever limits the request asks for, and the server
+kills it, times it out, and reports how it ended. One JSON request per line on stdin, one JSON reply
+per line on stdout. Children never start from a process that has run torch ops (OpenMP and fork do
+not mix), and never write to the protocol's stdout.
+
+    w = Worker.get(); w.call(op="save", path="x.zarc", seed=1, kill_after=0.05)
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def payload(seed: int, mb: int = 24) -> dict[str, Any]:
+    """The object the kill and disk-full tests save: `mb` MiB in several members (3 random float32
+    arrays stored plain, a compressible int32 array and a list stored as zstd), fixed by `seed`."""
+    rng = np.random.default_rng(seed)
+    n = (mb << 20) // 16
+    return {
+        "weights": {f"w{i}": rng.standard_normal(n, dtype=np.float32) for i in range(3)},
+        "steps": np.arange(n, dtype=np.int32) * (seed + 1),
+        "names": [f"item-{seed}-{i}" for i in range(2000)],
+        "seed": seed,
+    }
+
+
+# --- server side ---------------------------------------------------------------------------------------
+def _status_kb(key: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def _child_save(req: dict[str, Any], cache: dict[tuple[int, int], Any]) -> dict[str, Any]:
+    import zarchive
+
+    if req.get("fsize") is not None:  # writes past this size fail with EFBIG instead of killing us
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (req["fsize"], req["fsize"]))
+    zarchive.save(cache[(req["seed"], req["mb"])], req["path"], **req.get("settings", {}))
+    return {"ok": True}
+
+
+def _child_read(req: dict[str, Any]) -> dict[str, Any]:
+    import zarchive
+
+    extra = req.get("mem_mb", 1024) << 20
+    limit = _status_kb("VmSize") * 1024 + extra
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    with open("/proc/self/clear_refs", "w") as f:  # reset the peak-RSS counter to the current RSS
+        f.write("5")
+    rss0 = _status_kb("VmRSS")
+    out: dict[str, Any] = {"ok": True}
+    try:
+        zarchive.read(req["path"], lazy=req.get("lazy", True))
+        out["problems"] = zarchive.verify(req["path"])
+    finally:
+        out["peak_mb"] = (_status_kb("VmHWM") - rss0) / 1024
+    return out
+
+
+def _child_extract(req: dict[str, Any]) -> dict[str, Any]:
+    from zarchive.cli import main
+
+    return {"ok": True, "rc": main(["extract", req["path"], req["dest"]])}
+
+
+def _run_child(req: dict[str, Any], cache: dict[tuple[int, int], Any]) -> dict[str, Any]:
+    r, w = os.pipe()
+    start = time.monotonic()
+    pid = os.fork()
+    if pid == 0:  # the child: do the work, report through the pipe, never return
+        os.close(r)
+        os.dup2(2, 1)  # stdout is the protocol channel
+        try:
+            op = req["op"]
+            reply = (_child_save(req, cache) if op == "save" else _child_read(req) if op == "read"
+                     else _child_extract(req))
+        except BaseException as e:  # noqa: BLE001 - reported, not handled
+            import zarchive
+
+            reply = {"ok": False, "exc": type(e).__name__, "msg": str(e)[:1000],
+                     "zarchive_error": isinstance(e, zarchive.ZArchiveError),
+                     "errno": getattr(e, "errno", None), "peak_mb": _status_kb("VmHWM") / 1024}
+        os.write(w, json.dumps(reply).encode()[:60000])
+        os._exit(0)
+    os.close(w)
+    if req.get("kill_after") is not None:
+        time.sleep(req["kill_after"])
+        os.kill(pid, signal.SIGKILL)
+    timeout = req.get("timeout", 60)
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() - start > timeout:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(r)
+            return {"ok": False, "timeout": True, "elapsed": time.monotonic() - start}
+        time.sleep(0.002)
+    elapsed = time.monotonic() - start
+    chunks = []
+    while chunk := os.read(r, 65536):
+        chunks.append(chunk)
+    os.close(r)
+    try:
+        reply = json.loads(b"".join(chunks)) if chunks else {"ok": False}
+    except ValueError:  # killed halfway through writing its reply
+        reply = {"ok": False}
+    reply["signal"] = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    reply["elapsed"] = elapsed
+    return reply
+
+
+def serve() -> None:
+    import zarchive  # noqa: F401 - imported once, here, so that every child starts with it
+
+    cache: dict[tuple[int, int], Any] = {}
+    for line in sys.stdin:
+        req = json.loads(line)
+        if req["op"] == "prepare":
+            key = (req["seed"], req["mb"])
+            if key not in cache:
+                cache[key] = payload(*key)
+            reply: dict[str, Any] = {"ok": True}
+        else:
+            reply = _run_child(req, cache)
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+
+
+# --- client side ---------------------------------------------------------------------------------------
+class Worker:
+    """The test side: one server process per test session, shared by every test module."""
+
+    _instance: Worker | None = None
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        atexit.register(self.close)
+
+    @classmethod
+    def get(cls) -> Worker:
+        if cls._instance is None or cls._instance.proc.poll() is not None:
+            cls._instance = Worker()
+        return cls._instance
+
+    def call(self, **req: Any) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the worker died (exit code {self.proc.poll()})")
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+if __name__ == "__main__":
+    serve()

@@ -1,0 +1,210 @@
+"""The `zarchive` command: look inside archives, check them, unpack them, convert to and from them.
+
+    zarchive ls run.zarc                 members, their codecs and sizes, and what each holds
+    zarchive show run.zarc model         the object tree (or the part under one object path)
+    zarchive meta run.zarc               versions, compression, creation time, totals
+    zarchive cat run.zarc metrics        one value: a table's head, an array's statistics, a string
+    zarchive verify run.zarc             check every checksum (exit 0 intact, 1 damaged, 2 unreadable)
+    zarchive extract run.zarc out/       unpack members as plain files
+    zarchive convert old.zanj new.zarc   from ZANJ / safetensors / torch.save, or to safetensors
+
+ZANJ files can be browsed the same way. User errors print one line and exit non-zero; set
+ZARCHIVE_DEBUG=1 to see a traceback for unexpected failures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+
+from ..errors import UnknownTypeError, ZArchiveError
+from .common import EXIT_BAD_INPUT, EXIT_FAILED, CliError
+
+EXIT_UNEXPECTED = 3
+
+_EXAMPLES = {
+    "ls": """examples:
+  zarchive ls run.zarc            members with codec, stored/original size and the object paths they hold
+  zarchive ls -l run.zarc         every object path, one per line
+  zarchive ls --json run.zarc     the same as JSON, for scripts""",
+    "show": """examples:
+  zarchive show run.zarc                  the whole object tree
+  zarchive show run.zarc model/config     only the part under one object path
+  zarchive show --depth 1 run.zarc        the top level only
+  zarchive show --json run.zarc           the raw manifest (or, with an object path, that node)""",
+    "meta": """examples:
+  zarchive meta run.zarc          versions, compression, creation time, member count and totals
+  zarchive meta --json run.zarc   the raw metadata""",
+    "cat": """examples:
+  zarchive cat run.zarc metrics                        the head of a table
+  zarchive cat run.zarc model/state_dict/fc.weight     dtype, shape, statistics and a few values
+  zarchive cat run.zarc notes                          a string, as it is
+  zarchive cat --import mypkg.models run.zarc model    import the module defining a class first""",
+    "verify": """examples:
+  zarchive verify run.zarc && echo intact
+exit status: 0 intact, 1 damaged (each damaged member is printed), 2 not readable as an archive""",
+    "extract": """examples:
+  zarchive extract run.zarc out/            write every member under out/ (created if needed)
+  zarchive extract --force run.zarc out/    overwrite files that already exist
+Compressed members (NAME.zst) are written decompressed, as NAME; nothing is written outside DIR.""",
+    "convert": """examples:
+  zarchive convert old.zanj run.zarc                   a ZANJ file
+  zarchive convert --plain old.zanj run.zarc           ... keeping classes not importable here as dicts
+  zarchive convert model.safetensors model.zarc        tensors keep their names
+  zarchive convert ckpt.pt ckpt.zarc --compress none   torch.save files, read with weights_only=True only
+  zarchive convert run.zarc weights.safetensors        every tensor, named by object path
+The direction comes from the file extensions.""",
+}
+
+
+def _sub(subs: argparse._SubParsersAction, name: str, help_text: str) -> argparse.ArgumentParser:
+    return subs.add_parser(
+        name, help=help_text, description=help_text, epilog=_EXAMPLES[name],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import browse, cat, files
+
+    parser = argparse.ArgumentParser(
+        prog="zarchive",
+        description="Look inside, check, unpack and convert zarchive (.zarc) files; ZANJ files can be read too.",
+        epilog="examples:\n" + "\n".join("  " + line.strip() for line in __doc__.splitlines()[2:9])
+        + "\n\n'zarchive COMMAND --help' shows each command's options and examples.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    subs = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = _sub(subs, "ls", "list members: codec, stored and original size, and which object paths each holds")
+    p.add_argument("path", help="the archive")
+    p.add_argument("-l", "--long", action="store_true", help="list every object path of a member")
+    p.add_argument("-b", "--bytes", action="store_true", help="sizes in bytes rather than KiB/MiB")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=browse.cmd_ls)
+
+    p = _sub(subs, "show", "print the object tree with types, shapes, dtypes and sizes")
+    p.add_argument("path", help="the archive")
+    p.add_argument("objpath", nargs="?", default="", help="only the part below this object path (a/b/0)")
+    p.add_argument("--depth", type=_nonneg, default=None, help="show at most N levels")
+    p.add_argument("--max-items", type=_positive, default=100, help="children shown per node (default 100)")
+    p.add_argument("--json", action="store_true", help="print the raw manifest (or the node at OBJPATH)")
+    p.set_defaults(func=browse.cmd_show)
+
+    p = _sub(subs, "meta", "print the metadata: versions, compression, creation time, members, totals")
+    p.add_argument("path", help="the archive")
+    p.add_argument("--json", action="store_true", help="print the raw metadata")
+    p.set_defaults(func=browse.cmd_meta)
+
+    p = _sub(subs, "cat", "print one value, loading only that value")
+    p.add_argument("path", help="the archive")
+    p.add_argument("objpath", help="object path of the value (a/b/0)")
+    p.add_argument("--rows", type=_positive, default=10, help="rows/items shown (default 10)")
+    p.add_argument("--import", dest="imports", action="append", metavar="MODULE",
+                   help="import MODULE first (to read classes it defines); repeatable")  # fmt: skip
+    p.set_defaults(func=cat.cmd_cat)
+
+    p = _sub(subs, "verify", "check every member against its checksums")
+    p.add_argument("path", help="the archive")
+    p.set_defaults(func=files.cmd_verify)
+
+    p = _sub(subs, "extract", "unpack every member as a plain file")
+    p.add_argument("path", help="the archive")
+    p.add_argument("dir", help="destination directory (created if needed)")
+    p.add_argument("-f", "--force", action="store_true", help="overwrite existing files")
+    p.add_argument("-v", "--verbose", action="store_true", help="print each file written")
+    p.set_defaults(func=files.cmd_extract)
+
+    p = _sub(subs, "convert", "convert between .zarc and .zanj/.safetensors/.pt/.pth")
+    p.add_argument("src", help="the file to convert")
+    p.add_argument("dst", help="the file to write")
+    p.add_argument("--compress", default=None, metavar="HOW",
+                   help="for .zarc outputs: none, zstd (default), zstd:LEVEL or a LEVEL number")  # fmt: skip
+    p.add_argument("--plain", action="store_true",
+                   help="ZANJ input: read dataclasses/models whose class is not importable as plain dicts")  # fmt: skip
+    p.add_argument("--import", dest="imports", action="append", metavar="MODULE",
+                   help="import MODULE first (to read classes it defines); repeatable")  # fmt: skip
+    p.add_argument("-f", "--force", action="store_true", help="overwrite DST if it exists")
+    p.set_defaults(func=files.cmd_convert)
+    return parser
+
+
+def _nonneg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = _nonneg(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return value
+
+
+def _version() -> str:
+    from ..metadata import library_version
+
+    return library_version()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_BAD_INPUT
+    if getattr(args, "imports", None) and args.command == "cat":
+        from .common import import_modules
+
+        try:
+            import_modules(args.imports)
+        except CliError as e:
+            return _fail(args.command, str(e), e.code)
+    try:
+        return args.func(args)
+    except CliError as e:
+        return _fail(args.command, str(e), e.code)
+    except ZArchiveError as e:
+        hint = ""
+        if isinstance(e, UnknownTypeError) and args.command in ("cat", "convert"):
+            hint = "; --import MODULE imports the module that defines it"
+        return _fail(args.command, str(e) + hint, EXIT_BAD_INPUT)
+    except OSError as e:
+        where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+        return _fail(args.command, f"{where}{e.strerror or e}", EXIT_FAILED)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `zarchive show big.zarc | head`: not an error
+        _silence_stdout()
+        return 0
+    except Exception as e:  # a bug, not the user's fault: say so briefly
+        if os.environ.get("ZARCHIVE_DEBUG"):
+            traceback.print_exc()
+        return _fail(args.command, f"unexpected {type(e).__name__}: {e} (set ZARCHIVE_DEBUG=1 for a traceback)",
+                     EXIT_UNEXPECTED)  # fmt: skip
+
+
+def _fail(command: str, message: str, code: int) -> int:
+    print(f"zarchive {command}: error: {message}", file=sys.stderr)
+    return code
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+__all__ = ["build_parser", "main"]

@@ -1,0 +1,212 @@
+"""`zarchive ls`, `show` and `meta`: what an archive holds, read from its manifest and metadata only."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import defaultdict
+from typing import Any
+
+from ..errors import MemberNotFoundError
+from ..objpath import join_path, split_path
+from .common import (
+    EXIT_OK,
+    CliError,
+    children,
+    describe,
+    human_size,
+    is_zanj,
+    open_archive,
+    show_path,
+    size_text,
+    tree_glyphs,
+    walk_refs,
+)
+
+_SPECIAL = {"manifest.json": "(object tree)", "metadata.json": "(metadata)",
+            "__zanj__.json": "(object tree)", "__zanj_meta__.json": "(metadata)"}  # fmt: skip
+
+
+def _root(arc: Any) -> Any:
+    return arc.manifest if is_zanj(arc) else arc.manifest["root"]
+
+
+def _node(arc: Any, objpath: str) -> Any:
+    try:
+        return arc.node(objpath)
+    except MemberNotFoundError as e:
+        raise CliError(f"no object at path {show_path(objpath.strip('/'))}: {e}") from None
+
+
+def _member_table(arc: Any) -> dict[str, dict[str, Any]]:
+    """Every member of the zip with codec and sizes (metadata.json too, which lists the others)."""
+    table = dict(arc.members)
+    if not is_zanj(arc):
+        info = arc._reader.zip.members.get("metadata.json")
+        if info is not None:
+            table["metadata.json"] = {"codec": "none", "size": info.size, "stored_size": info.size}
+    return table
+
+
+def _holdings(arc: Any) -> dict[str, dict[str, Any]]:
+    """member -> {"paths": [object paths], "tensors": number of distinct tensors stored in it}."""
+    paths: dict[str, list[str]] = defaultdict(list)
+    keys: dict[str, set[Any]] = defaultdict(set)
+    for ref, path, node in walk_refs(arc, _root(arc)):
+        if path not in paths[ref]:
+            paths[ref].append(path)
+        if ref.endswith((".safetensors", ".safetensors.zst")):
+            keys[ref].add(node.get("key"))
+    for ref, found in paths.items():  # a table's column is found as itself and inside the table: keep the deepest
+        paths[ref] = [p for p in found if not any(q != p and (p == "" or q.startswith(p + "/")) for q in found)]
+    return {m: {"paths": p, "tensors": len(keys[m]) if m in keys else None} for m, p in paths.items()}
+
+
+def _holds_text(name: str, held: dict[str, Any] | None, long: bool) -> list[str]:
+    if name in _SPECIAL:
+        return [_SPECIAL[name]]
+    if not held:
+        return ["(not referenced by the object tree)"]
+    paths = [show_path(p) for p in held["paths"]]
+    n = held["tensors"]
+    head = f"{n} tensor{'s' if n != 1 else ''}: " if n is not None else ""
+    if long or len(paths) <= 2:
+        return [head + paths[0], *paths[1:]] if long else [head + ", ".join(paths)]
+    return [f"{head}{', '.join(paths[:2])}, ... (+{len(paths) - 2} more)"]
+
+
+def cmd_ls(args: Any) -> int:
+    with open_archive(args.path) as arc:
+        table = _member_table(arc)
+        held = _holdings(arc)
+    if args.json:
+        rows = [
+            {"member": n, "codec": e.get("codec"), "stored_size": e.get("stored_size"), "size": e.get("size"),
+             "object_paths": (held.get(n) or {}).get("paths", []), "tensors": (held.get(n) or {}).get("tensors")}
+            for n, e in table.items()
+        ]  # fmt: skip
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        return EXIT_OK
+    width = min(max([len(n) for n in table] + [6]), 60)
+    print(f"{'MEMBER':<{width}}  {'CODEC':<7} {'STORED':>10} {'ORIGINAL':>10}  HOLDS")
+    for name, e in table.items():
+        lines = _holds_text(name, held.get(name), args.long)
+        stored, size = size_text(e.get("stored_size"), args.bytes), size_text(e.get("size"), args.bytes)
+        print(f"{name:<{width}}  {e.get('codec', '?'):<7} {stored:>10} {size:>10}  {lines[0]}")
+        for extra in lines[1:]:
+            print(f"{'':<{width}}  {'':<7} {'':>10} {'':>10}    {extra}")
+    stored = sum(e.get("stored_size") or 0 for e in table.values())
+    size = sum(e.get("size") or 0 for e in table.values())
+    print(f"{len(table)} members, {human_size(stored)} stored, {human_size(size)} original")
+    return EXIT_OK
+
+
+def cmd_show(args: Any) -> int:
+    objpath = args.objpath or ""
+    with open_archive(args.path) as arc:
+        node = _node(arc, objpath)
+        if args.json:
+            print(json.dumps(node if objpath.strip("/") else (arc.manifest), indent=2, ensure_ascii=False))
+            return EXIT_OK
+        label = show_path(join_path(split_path(objpath)))
+        for line in _tree(arc, node, label, args.depth, args.max_items):
+            print(line)
+    return EXIT_OK
+
+
+def _tree(arc: Any, root: Any, label: str, max_depth: int | None, max_items: int) -> list[str]:
+    branch, last, pipe, blank = tree_glyphs()
+    out = [f"{label}  {describe(arc, root)}"]
+
+    def walk(node: Any, prefix: str, depth: int) -> None:
+        kids = children(arc, node)
+        if not kids:
+            return
+        if max_depth is not None and depth >= max_depth:
+            n = len(kids)
+            out.append(f"{prefix}{last}... {n} {'child' if n == 1 else 'children'} (raise --depth to see them)")
+            return
+        items = list(kids.items())
+        shown = items[:max_items]
+        for i, (key, child) in enumerate(shown):
+            end = i == len(shown) - 1 and len(items) <= max_items
+            out.append(f"{prefix}{last if end else branch}{key}  {describe(arc, child)}")
+            walk(child, prefix + (blank if end else pipe), depth + 1)
+        if len(items) > max_items:
+            out.append(f"{prefix}{last}... {len(items) - max_items} more (raise --max-items to see them)")
+
+    walk(root, "", 0)
+    return out
+
+
+def cmd_meta(args: Any) -> int:
+    with open_archive(args.path) as arc:
+        meta, table = arc.meta, _member_table(arc)
+        zanj = is_zanj(arc)
+    if args.json:
+        print(json.dumps(meta, indent=2, ensure_ascii=False))
+        return EXIT_OK
+    rows = _zanj_meta_rows(meta) if zanj else _meta_rows(meta)
+    stored = sum(e.get("stored_size") or 0 for e in table.values())
+    size = sum(e.get("size") or 0 for e in table.values())
+    packed = sum(1 for e in table.values() if e.get("codec") not in (None, "none"))
+    rows.append(("members", f"{len(table)} ({packed} compressed)"))
+    ratio = f", {stored / size:.0%} of original" if size else ""
+    rows.append(("size", f"{human_size(stored)} stored, {human_size(size)} original{ratio}"))
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key + ':':<{width + 1}}  {value}")
+    return EXIT_OK
+
+
+def _meta_rows(meta: dict[str, Any]) -> list[tuple[str, str]]:
+    env = meta.get("environment") or {}
+    comp = meta.get("compression") or {}
+    settings = meta.get("settings") or {}
+    rows = [
+        ("format", f"{meta.get('format')} {meta.get('format_version')}"),
+        ("written by", f"zarchive {meta.get('library_version')}"),
+        ("created", str(meta.get("created_utc"))),
+    ]
+    if env:
+        rows.append(("python", f"{env.get('python')} ({env.get('implementation')}) on {env.get('platform')}"))
+        packages = env.get("packages") or {}
+        rows.append(("packages", ", ".join(f"{k} {v}" for k, v in packages.items() if v) or "-"))
+    if comp.get("codec") == "zstd":
+        rows.append(("compression", f"zstd level {comp.get('level')}"))
+    else:
+        rows.append(("compression", str(comp.get("codec", "none"))))
+    thresholds = {k: v for k, v in settings.items() if k != "custom"}
+    if thresholds:
+        rows.append(("settings", ", ".join(f"{k}={v}" for k, v in thresholds.items())))
+    if settings.get("custom") is not None:
+        rows.append(("custom", json.dumps(settings["custom"], ensure_ascii=False)[:500]))
+    for key in sorted(set(meta) - {"format", "format_version", "library_version", "created_utc", "environment",
+                                   "compression", "settings", "members"}):  # fmt: skip
+        rows.append((key, json.dumps(meta[key], ensure_ascii=False)[:500]))
+    return rows
+
+
+def _zanj_meta_rows(meta: dict[str, Any]) -> list[tuple[str, str]]:
+    cfg = meta.get("zanj_cfg") or {}
+    sysinfo = meta.get("sysinfo") or {}
+    stamp = meta.get("timestamp")
+    created = (
+        dt.datetime.fromtimestamp(stamp, dt.timezone.utc).isoformat(timespec="seconds")
+        if isinstance(stamp, (int, float)) and 0 <= stamp < 1e11
+        else str(stamp)
+    )
+    rows = [("format", "ZANJ (read with zarchive's ZANJ reader)"), ("created", created)]
+    python = sysinfo.get("python") if isinstance(sysinfo, dict) else None
+    if isinstance(python, dict) and python.get("version"):
+        rows.append(("python", str(python.get("version")).split()[0]))
+    torch_info = sysinfo.get("pytorch") if isinstance(sysinfo, dict) else None
+    if isinstance(torch_info, dict) and torch_info.get("torch.__version__"):
+        rows.append(("torch", str(torch_info["torch.__version__"])))
+    if cfg:
+        keys = ("error_mode", "array_mode", "external_array_threshold", "external_list_threshold", "compress")
+        rows.append(("settings", ", ".join(f"{k}={cfg.get(k)}" for k in keys if k in cfg)))
+    externals = meta.get("externals_info")
+    if isinstance(externals, dict):
+        rows.append(("externals", f"{len(externals)} (.npy arrays and .jsonl lists/tables)"))
+    return rows

@@ -1,0 +1,147 @@
+"""`zarchive cat`: print one value of an archive, readably, loading only that value.
+
+Tables print their head, arrays and tensors their dtype, shape, summary statistics and a few values,
+strings and numbers as they are; containers are summarised from the manifest without loading them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from ..errors import MemberNotFoundError
+from ..objpath import join_path, split_path
+from .common import EXIT_OK, CliError, children, describe, open_archive, show_path
+
+_CONTAINER_TAGS = frozenset({"dict", "tuple", "set"})
+MAX_REPR = 2000
+
+
+def cmd_cat(args: Any) -> int:
+    objpath = join_path(split_path(args.objpath))
+    with open_archive(args.path) as arc:
+        try:
+            node = arc.node(objpath)
+        except MemberNotFoundError as e:
+            raise CliError(f"no object at path {show_path(objpath)}: {e}") from None
+        if _is_container(arc, node):
+            lines = _container_lines(arc, node, args.rows)
+        else:
+            lines = render(arc.get(objpath), args.rows)
+    print("\n".join(lines))
+    return EXIT_OK
+
+
+def _is_container(arc: Any, node: Any) -> bool:
+    if isinstance(node, list):
+        return True
+    if not isinstance(node, dict):
+        return False
+    if getattr(arc, "format", "") == "zanj":
+        from ..zanj.loader import node_kind
+
+        return node_kind(node) in ("dict", "list")
+    tag = node.get("$type")
+    return tag is None or (tag in _CONTAINER_TAGS and children(arc, node) is not None)
+
+
+def _container_lines(arc: Any, node: Any, rows: int) -> list[str]:
+    kids = children(arc, node) or {}
+    lines = [f"{describe(arc, node)} with {len(kids)} entries"]
+    for key, child in list(kids.items())[:rows]:
+        lines.append(f"  {key}: {describe(arc, child)}")
+    if len(kids) > rows:
+        lines.append(f"  ... {len(kids) - rows} more (raise --rows to see them)")
+    return lines
+
+
+def render(value: Any, rows: int = 10) -> list[str]:
+    """Readable lines for a loaded value."""
+    import pandas as pd
+    import torch
+
+    if isinstance(value, pd.DataFrame):
+        head = value.head(rows).to_string() if len(value.columns) else "(no columns)"
+        lines = [f"DataFrame: {len(value)} rows x {len(value.columns)} columns", head]
+        if len(value) > rows:
+            lines.append(f"... {len(value) - rows} more rows (raise --rows to see them)")
+        return lines
+    if isinstance(value, pd.Series):
+        lines = [f"Series {value.name!r}: {len(value)} values, dtype {value.dtype}", value.head(rows).to_string()]
+        return lines
+    if isinstance(value, torch.nn.Module):
+        n = sum(p.numel() for p in value.parameters())
+        cfg = getattr(value, "config", None)
+        lines = [f"{type(value).__qualname__}: {n:,} parameters"]
+        if cfg is not None:
+            lines.append(f"config: {_short(cfg)}")
+        return lines + str(value).splitlines()
+    if isinstance(value, torch.Tensor):
+        return _tensor_lines(value)
+    if isinstance(value, np.ndarray):
+        return [f"ndarray {value.dtype} shape {list(value.shape)}", *_stats_lines(value)]
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (bool, int, float, complex)) or value is None or isinstance(value, np.generic):
+        return [str(value)]
+    if isinstance(value, (bytes, bytearray)):
+        return [f"{type(value).__name__}: {len(value)} bytes", value[:64].hex(" ") + (" ..." if len(value) > 64 else "")]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        lines = [f"{type(value).__qualname__} (dataclass)"]
+        lines += [f"  {f.name}: {_short(getattr(value, f.name, None))}" for f in dataclasses.fields(value)]
+        return lines
+    if isinstance(value, dict):
+        lines = [f"{type(value).__name__} with {len(value)} entries"]
+        lines += [f"  {k!r}: {_short(v)}" for k, v in list(value.items())[:rows]]
+        return lines + ([f"  ... {len(value) - rows} more"] if len(value) > rows else [])
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = list(value)
+        lines = [f"{type(value).__name__} of {len(items)} items"]
+        lines += [f"  [{i}] {_short(v)}" for i, v in enumerate(items[:rows])]
+        return lines + ([f"  ... {len(items) - rows} more"] if len(items) > rows else [])
+    return [_short(value, MAX_REPR)]
+
+
+def _short(value: Any, limit: int = 100) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _tensor_lines(t: Any) -> list[str]:
+    import torch
+
+    head = f"tensor {str(t.dtype).removeprefix('torch.')} shape {list(t.shape)} on {t.device}"
+    if t.device.type == "meta":
+        return [head]
+    t = t.detach().cpu()
+    if t.dtype.is_floating_point and t.dtype not in (torch.float16, torch.float32, torch.float64):
+        t = t.float()  # bfloat16 / float8: numpy has no such dtype
+    try:
+        arr = t.numpy()
+    except (TypeError, RuntimeError):
+        return [head, "(values not shown: numpy cannot represent this dtype)"]
+    return [head, *_stats_lines(arr)]
+
+
+def _stats_lines(arr: np.ndarray) -> list[str]:
+    lines: list[str] = []
+    if arr.size and arr.dtype.kind in "biuf":
+        flat = arr.reshape(-1)
+        if arr.dtype.kind == "b":
+            lines.append(f"true: {int(flat.sum())} of {flat.size}")
+        else:
+            x = flat.astype(np.float64)
+            finite = x[np.isfinite(x)]
+            nan = int(np.isnan(x).sum())
+            if finite.size:
+                lines.append(
+                    f"min {finite.min():.6g}  max {finite.max():.6g}  mean {finite.mean():.6g}  std {finite.std():.6g}"
+                    + (f"  ({nan} NaN)" if nan else "")
+                )
+            elif nan:
+                lines.append(f"all {nan} values are NaN")
+    with np.printoptions(threshold=20, edgeitems=3, precision=4, linewidth=100):
+        lines += np.array2string(arr, separator=", ").splitlines()
+    return lines

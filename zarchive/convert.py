@@ -1,0 +1,306 @@
+"""Conversions between zarchive and its neighbours: ZANJ, safetensors and torch.save checkpoints.
+
+Into a `.zarc`: a ZANJ file (read with zarchive's own ZANJ reader), a `.safetensors` file (the root is
+a dict of tensor name -> tensor, names kept), or a `torch.save` file (`.pt`/`.pth`), loaded with
+`torch.load(weights_only=True)` and nothing else, so a checkpoint that needs arbitrary unpickling is
+refused rather than executed.
+Out of a `.zarc`: a plain `.safetensors` of every tensor and numeric array, named by object path.
+
+Every function returns a ConvertReport whose notes say what was changed on the way (renamed, dropped
+or copied tensors), so the command line can tell the user.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import FormatError, MemberNotFoundError, UnknownTypeError, ZArchiveError
+from .objpath import escape
+
+ZARC_EXTS = (".zarc",)
+TORCH_EXTS = (".pt", ".pth")
+PathLike = str | os.PathLike[str]
+
+
+@dataclass
+class ConvertReport:
+    """What a conversion did: source and target, how many values moved, and anything worth saying."""
+
+    src: str
+    dst: str
+    kind: str
+    count: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def _ext(path: PathLike) -> str:
+    return os.path.splitext(os.fspath(path))[1].lower()
+
+
+def conversion_kind(src: PathLike, dst: PathLike) -> str:
+    """Which conversion the two file names ask for ('zanj->zarc', ...); a ValueError if none fits."""
+    s, d = _ext(src), _ext(dst)
+    if d in ZARC_EXTS:
+        if s == ".zanj":
+            return "zanj->zarc"
+        if s == ".safetensors":
+            return "safetensors->zarc"
+        if s in TORCH_EXTS:
+            return "torch->zarc"
+        if s in ZARC_EXTS:
+            return "zarc->zarc"
+    if d == ".safetensors" and s in ZARC_EXTS:
+        return "zarc->safetensors"
+    raise ValueError(
+        f"cannot convert {s or 'a file without extension'} to {d or 'a file without extension'}: supported are "
+        ".zanj/.safetensors/.pt/.pth/.zarc -> .zarc, and .zarc -> .safetensors"
+    )
+
+
+def convert(src: PathLike, dst: PathLike, *, compress: Any = True, unknown: str = "error") -> ConvertReport:
+    """Convert `src` to `dst`, the direction given by their extensions (see conversion_kind)."""
+    kind = conversion_kind(src, dst)
+    if not os.path.isfile(src):
+        raise MemberNotFoundError(f"no file at {os.fspath(src)!r}")
+    if os.path.abspath(src) == os.path.abspath(dst):
+        raise ValueError("source and destination are the same file")
+    if kind == "zanj->zarc":
+        return zanj_to_zarc(src, dst, compress=compress, unknown=unknown)
+    if kind == "safetensors->zarc":
+        return safetensors_to_zarc(src, dst, compress=compress)
+    if kind == "torch->zarc":
+        return torch_to_zarc(src, dst, compress=compress)
+    if kind == "zarc->zarc":
+        return zarc_to_zarc(src, dst, compress=compress)
+    return zarc_to_safetensors(src, dst)
+
+
+def _source_record(fmt: str, src: PathLike, **extra: Any) -> dict[str, Any]:
+    return {"converted_from": {"format": fmt, "file": os.path.basename(os.fspath(src)), **extra}}
+
+
+# --- into .zarc ---
+def zanj_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True, unknown: str = "error") -> ConvertReport:
+    """A ZANJ file's contents as a zarchive. unknown="dict" keeps dataclasses and models whose class is
+    not imported here as plain dicts (otherwise that is an UnknownTypeError)."""
+    from .api import save
+    from .zanj import open_zanj
+
+    with open_zanj(src, unknown=unknown) as arc:
+        obj = arc.load()
+        stamp = arc.meta.get("timestamp")
+    report = ConvertReport(os.fspath(src), os.fspath(dst), "zanj->zarc", count=1)
+    extra = {"zanj_timestamp": stamp} if isinstance(stamp, (int, float)) else {}
+    save(obj, dst, compress=compress, custom_settings=_source_record("zanj", src, **extra))
+    report.notes.append("ZANJ stores tuples as lists; they are kept as lists")
+    return report
+
+
+def safetensors_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True) -> ConvertReport:
+    """The tensors of a `.safetensors` file as a dict name -> tensor (its text metadata is kept in the
+    archive's metadata)."""
+    from safetensors import safe_open
+
+    from .api import save
+
+    tensors: dict[str, Any] = {}
+    try:
+        with safe_open(os.fspath(src), framework="pt") as f:
+            meta = f.metadata() or {}
+            for name in f.keys():
+                tensors[name] = f.get_tensor(name)
+    except ZArchiveError:
+        raise
+    except Exception as e:  # safetensors' own error type lives in its Rust extension
+        raise FormatError(f"not a readable .safetensors file: {type(e).__name__}: {str(e)[:300]}") from None
+    save(tensors, dst, compress=compress, custom_settings=_source_record("safetensors", src, metadata=dict(meta)))
+    return ConvertReport(os.fspath(src), os.fspath(dst), "safetensors->zarc", count=len(tensors))
+
+
+def torch_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True) -> ConvertReport:
+    """A torch.save file (state dict or a dict of them), loaded with weights_only=True only."""
+    import torch
+
+    from .api import save
+
+    try:
+        obj = torch.load(os.fspath(src), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        raise FormatError(
+            "refused: the file holds objects that torch.load(weights_only=True) does not allow; zarchive reads "
+            f"only tensors and plain containers and never unpickles anything else ({_unpickler_reason(e)})"
+        ) from None
+    except (RuntimeError, EOFError, ValueError, OSError) as e:
+        raise FormatError(f"not a readable torch.save file: {_first_line(e)}") from None
+    save(obj, dst, compress=compress, custom_settings=_source_record("torch.save", src))
+    count = sum(1 for _ in _torch_tensors(obj))
+    return ConvertReport(os.fspath(src), os.fspath(dst), "torch->zarc", count=count)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:300] if text else type(e).__name__
+
+
+def _unpickler_reason(e: BaseException) -> str:
+    """The line of torch's weights_only message that names what was refused."""
+    for line in str(e).splitlines():
+        line = line.strip()
+        if line.startswith("WeightsUnpickler error:"):
+            return line.removeprefix("WeightsUnpickler error:").strip().split(". ")[0][:300]
+    return _first_line(e)
+
+
+def _torch_tensors(obj: Any, depth: int = 0) -> Any:
+    import torch
+
+    if depth > 100:
+        return
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _torch_tensors(v, depth + 1)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from _torch_tensors(v, depth + 1)
+
+
+def zarc_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True) -> ConvertReport:
+    """Rewrite an archive (e.g. with other compression), through a full read and save."""
+    from .api import read, save
+
+    save(read(src), dst, compress=compress)
+    return ConvertReport(os.fspath(src), os.fspath(dst), "zarc->zarc", count=1)
+
+
+# --- out of .zarc ---
+_TENSOR_TAG = "torch.Tensor"
+_ARRAY_TAG = "numpy.ndarray"
+
+
+def _walk_values(arc: Any, node: Any, path: list[str], out: list[tuple[list[str], dict[str, Any]]],
+                 notes: list[str], depth: int = 0) -> None:
+    """Collect (object path, node) of every tensor and array below `node`, without loading anything."""
+    if depth > 200:
+        return
+    if isinstance(node, dict) and node.get("$type") in (_TENSOR_TAG, _ARRAY_TAG):
+        out.append((path, node))
+        return
+    try:
+        kids = arc.children(node)
+    except UnknownTypeError:
+        notes.append(f"skipped /{'/'.join(path)}: a {str(node.get('$type'))[:60]!r} value this zarchive cannot read")
+        return
+    for key, child in (kids or {}).items():
+        _walk_values(arc, child, [*path, key], out, notes, depth + 1)
+
+
+def _identity(node: dict[str, Any], path: list[str]) -> tuple[Any, ...]:
+    """Nodes with equal identities are one tensor stored once (tied weights, shared arrays)."""
+    ref = node.get("$ref")
+    if ref is None:
+        return ("inline", tuple(path))
+    return (node.get("$type"), ref, node.get("key"), json.dumps(node.get("view"), sort_keys=True))
+
+
+def _names(paths: list[list[str]], notes: list[str]) -> list[str]:
+    """Tensor names: object path components joined with '/'; escaped (~1 for a '/' inside a key)
+    only where plain joining would give two tensors one name."""
+    plain = ["/".join(p) if p else "tensor" for p in paths]
+    if len(set(plain)) == len(plain):
+        return plain
+    notes.append("some keys contain '/', so names were escaped as object paths ('~1' for '/', '~0' for '~')")
+    return ["/".join(escape(c) for c in p) if p else "tensor" for p in paths]
+
+
+def zarc_to_safetensors(src: PathLike, dst: PathLike) -> ConvertReport:
+    """Every tensor (and numeric numpy array) of an archive in one `.safetensors`, named by object path.
+
+    safetensors cannot store two names for one memory: a tensor stored once under several paths (tied
+    weights) is written once, under its first path, and the others are listed in the file's metadata
+    under "zarchive.aliases"; different views of one storage are written as separate copies.
+    """
+    import numpy as np
+    import torch
+    from safetensors.torch import save_file
+
+    from .api import open as open_archive
+
+    report = ConvertReport(os.fspath(src), os.fspath(dst), "zarc->safetensors")
+    found: list[tuple[list[str], dict[str, Any]]] = []
+    with open_archive(src) as arc:
+        if getattr(arc, "format", "zarchive") != "zarchive":
+            raise FormatError("converting to .safetensors needs a zarchive (.zarc); convert the ZANJ file first")
+        _walk_values(arc, arc.manifest["root"], [], found, report.notes)
+        names = _names([p for p, _ in found], report.notes)
+        kept: dict[tuple[Any, ...], str] = {}
+        aliases: dict[str, str] = {}
+        tensors: dict[str, torch.Tensor] = {}
+        for (path, node), name in zip(found, names):
+            ident = _identity(node, path)
+            if ident in kept:
+                aliases[name] = kept[ident]
+                continue
+            value = arc.get("/".join(escape(c) for c in path))
+            if isinstance(value, np.ndarray):
+                if value.dtype.kind not in "biufc" or value.dtype.hasobject:
+                    report.notes.append(f"skipped {name}: numpy dtype {value.dtype} has no safetensors equivalent")
+                    continue
+                value = torch.from_numpy(value.astype(value.dtype.newbyteorder("="), copy=False))
+            t = value.detach().to("cpu")
+            kept[ident] = name
+            tensors[name] = t
+    _separate_shared(tensors, report.notes)
+    unsupported = [n for n, t in tensors.items() if t.dtype in (torch.complex128, torch.complex32)]
+    for n in unsupported:
+        report.notes.append(f"skipped {n}: dtype {tensors.pop(n).dtype} has no safetensors equivalent")
+    if aliases:
+        report.notes.append(
+            f"{len(aliases)} tensor(s) share storage with another (tied weights) and are written once; "
+            "their names are listed in the file's metadata under 'zarchive.aliases'"
+        )
+    metadata = {"format": "pt", "converted_from": "zarchive"}
+    if aliases:
+        metadata["zarchive.aliases"] = json.dumps(aliases, ensure_ascii=False)
+    _save_beside(os.fspath(dst), lambda tmp: save_file(tensors, tmp, metadata=metadata))
+    report.count = len(tensors)
+    return report
+
+
+def _save_beside(path: str, write: Any) -> None:
+    """Write through a temporary file next to `path`, then move it into place (no half-written file)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _separate_shared(tensors: dict[str, Any], notes: list[str]) -> None:
+    """Copy tensors whose memory overlaps another's, and make every tensor contiguous."""
+    seen: dict[tuple[int, int], str] = {}
+    copied = []
+    for name, t in tensors.items():
+        t = t.contiguous()
+        if t.numel():
+            key = (t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
+            if key in seen:
+                t = t.clone()
+                copied.append(name)
+            else:
+                seen[key] = name
+        tensors[name] = t
+    if copied:
+        notes.append(f"{len(copied)} tensor(s) are views of another's storage and were written as copies")

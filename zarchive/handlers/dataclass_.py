@@ -1,0 +1,218 @@
+"""Dataclasses (plain and muutils SerializableDataclass) and named tuples, saved field by field.
+
+Every field value goes through the handler chain, so arrays, tensors and tables inside a config or a
+record become members of their own, and each field has an object path (`config/n_layers`).
+The node records the class by its tag; reading resolves the tag without importing anything
+(see typeref), so the class must be imported or registered before reading.
+
+Classes change between saving and reading. A field the archive has and the class lost is dropped
+(a mismatch: warning, error or nothing per error_mode); a field the class gained takes its default;
+a required field the archive lacks is a FieldMismatchError.
+
+muutils' own `.serialize()` is not used: it turns arrays into lists and nested objects into dicts.
+Its field options are honoured: `serialize=False` fields are skipped, `serialization_fn` is applied
+before saving, `deserialize_fn` (the field's value) or `loading_fn` (the dict of all loaded fields)
+after loading, as muutils does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any
+
+from muutils.json_serialize import SerializableDataclass
+
+from ..context import LoadContext, Node, SaveContext
+from ..errors import FieldMismatchError, SaveError
+from ..objpath import join_path
+from ..typeref import class_tag, registered_classes, resolve_class
+from .base import Handler, expect
+
+
+def is_dataclass_class(cls: type) -> bool:
+    # an Enum with a dataclass mixin is an Enum member, saved by name by the enum handler
+    return isinstance(cls, type) and dataclasses.is_dataclass(cls) and not issubclass(cls, enum.Enum)
+
+
+def is_namedtuple_class(cls: type) -> bool:
+    return (
+        isinstance(cls, type)
+        and issubclass(cls, tuple)
+        and cls is not tuple
+        and isinstance(getattr(cls, "_fields", None), tuple)
+        and callable(getattr(cls, "_make", None))
+    )
+
+
+def recorded_tag(cls: type, ctx: SaveContext) -> str:
+    """The tag written for `cls`: its registered name if it was registered under one, else its
+    natural "module:QualName" (so a class registered under a custom name reads back by that name)."""
+    names: dict[int, list[str]] = ctx.state("typeref.names", _registered_names)
+    found = names.get(id(cls))
+    natural = class_tag(cls)
+    if not found or natural in found:
+        return natural
+    return found[0]
+
+
+def _registered_names() -> dict[int, list[str]]:
+    out: dict[int, list[str]] = {}
+    for name, c in registered_classes().items():
+        out.setdefault(id(c), []).append(name)
+    return out
+
+
+def _save_field(value: Any, f: dataclasses.Field[Any], ctx: SaveContext) -> Node:
+    """One field's node, after the field's serialization_fn (muutils) where it applies."""
+    fn = getattr(f, "serialization_fn", None)
+    if isinstance(value, SerializableDataclass):
+        pass  # walked by us, as muutils walks it with .serialize() rather than serialization_fn
+    elif fn is not None:
+        try:
+            value = fn(value)
+        except Exception as e:
+            raise SaveError(
+                f"serialization_fn of field {f.name!r} failed: {type(e).__name__}: {e}",
+                path=join_path([*ctx.path, f.name]),
+            ) from e
+    elif ctx.registry.for_object(value) is None and callable(getattr(value, "serialize", None)):
+        value = value.serialize()  # a muutils-style object we have no handler for: its own form
+    return ctx.save(value, f.name)
+
+
+class DataclassHandler(Handler):
+    """Any dataclass instance: {"class": tag, "fields": {name: node}}."""
+
+    name = "dataclass"
+
+    def accepts(self, cls: type) -> bool:
+        return is_dataclass_class(cls)
+
+    def save(self, obj: Any, ctx: SaveContext) -> Node:
+        fields: dict[str, Node] = {}
+        for f in dataclasses.fields(obj):
+            if not getattr(f, "serialize", True):
+                continue
+            if not f.init and not hasattr(obj, f.name):
+                continue  # an init=False field nothing has set yet
+            fields[f.name] = _save_field(getattr(obj, f.name), f, ctx)
+        return {"$type": self.name, "class": recorded_tag(type(obj), ctx), "fields": fields}
+
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
+        return load_dataclass(node, ctx)
+
+    def children(self, node: dict[str, Any]) -> dict[str, Any] | None:
+        fields = node.get("fields")
+        return dict(fields) if isinstance(fields, dict) else None
+
+    def summary(self, node: dict[str, Any]) -> str:
+        return f"dataclass {node.get('class')}"
+
+
+def load_dataclass(node: dict[str, Any], ctx: LoadContext, cls: type | None = None) -> Any:
+    """The dataclass instance a "dataclass" node describes, as an instance of `cls` when given
+    (a caller that already knows the class, e.g. a model's declared config class)."""
+    tag = node.get("class")
+    if cls is None:
+        cls = resolve_class(tag, is_dataclass_class, what="dataclass", path=ctx.path_str)
+    stored = expect(node, "fields", dict, ctx)
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    _report_dropped(stored, known, tag, cls, ctx)
+
+    loaded: dict[str, Any] = {}
+    for name, sub in stored.items():
+        f = known.get(name)
+        if f is not None and getattr(f, "serialize", True):
+            loaded[name] = ctx.load(sub, name)
+    values = {name: _apply_loaders(value, known[name], loaded, ctx) for name, value in loaded.items()}
+
+    _check_required([f.name for f in known.values() if f.init and f.name not in values and _required(f)], tag, cls, ctx)
+    obj = _construct(cls, {n: v for n, v in values.items() if known[n].init}, ctx)
+    for name, value in values.items():
+        if not known[name].init:
+            object.__setattr__(obj, name, value)  # works for frozen dataclasses too
+    return obj
+
+
+def _required(f: dataclasses.Field[Any]) -> bool:
+    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+
+
+def _report_dropped(stored: dict[str, Any], known: Any, tag: Any, cls: type, ctx: LoadContext) -> None:
+    for name in stored:
+        if name not in known:
+            ctx.mismatch(
+                f"the archive's {str(tag)[:200]} has a field {str(name)[:100]!r} that {cls.__qualname__} "
+                "does not have; it is dropped"
+            )
+
+
+def _check_required(missing: list[str], tag: Any, cls: type, ctx: LoadContext) -> None:
+    if missing:
+        raise FieldMismatchError(
+            f"{cls.__qualname__} requires field(s) {', '.join(map(repr, missing))} that the archive's "
+            f"{str(tag)[:200]} does not have (give them defaults to read old archives)",
+            path=ctx.path_str,
+        )
+
+
+def _apply_loaders(value: Any, f: dataclasses.Field[Any], loaded: dict[str, Any], ctx: LoadContext) -> Any:
+    """A loaded field value after its muutils deserialize_fn / loading_fn."""
+    deserialize_fn = getattr(f, "deserialize_fn", None)
+    loading_fn = getattr(f, "loading_fn", None)
+    try:
+        if deserialize_fn is not None:
+            return deserialize_fn(value)
+        if loading_fn is not None:
+            return loading_fn(dict(loaded))
+    except Exception as e:
+        which = "deserialize_fn" if deserialize_fn is not None else "loading_fn"
+        raise FieldMismatchError(
+            f"{which} of field {f.name!r} failed on the archive's value: {type(e).__name__}: {e}",
+            path=join_path([*ctx.path, f.name]),
+        ) from e
+    return value
+
+
+def _construct(cls: type, kwargs: dict[str, Any], ctx: LoadContext) -> Any:
+    try:
+        return cls(**kwargs)
+    except Exception as e:  # __init__/__post_init__ rejected the archive's values
+        raise FieldMismatchError(
+            f"{cls.__qualname__}(...) failed on the archive's fields: {type(e).__name__}: {e}", path=ctx.path_str
+        ) from e
+
+
+class NamedTupleHandler(Handler):
+    """typing.NamedTuple and collections.namedtuple instances; they come back as their class."""
+
+    name = "namedtuple"
+
+    def accepts(self, cls: type) -> bool:
+        return is_namedtuple_class(cls)
+
+    def save(self, obj: Any, ctx: SaveContext) -> Node:
+        fields = {name: ctx.save(value, name) for name, value in zip(type(obj)._fields, obj)}
+        return {"$type": self.name, "class": recorded_tag(type(obj), ctx), "fields": fields}
+
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
+        tag = node.get("class")
+        cls = resolve_class(tag, is_namedtuple_class, what="named tuple", path=ctx.path_str)
+        stored = expect(node, "fields", dict, ctx)
+        known: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
+        _report_dropped(stored, known, tag, cls, ctx)
+        values = {name: ctx.load(sub, name) for name, sub in stored.items() if name in known}
+        defaults = getattr(cls, "_field_defaults", {})
+        _check_required([n for n in known if n not in values and n not in defaults], tag, cls, ctx)
+        return _construct(cls, values, ctx)
+
+    def children(self, node: dict[str, Any]) -> dict[str, Any] | None:
+        fields = node.get("fields")
+        return dict(fields) if isinstance(fields, dict) else None
+
+    def summary(self, node: dict[str, Any]) -> str:
+        return f"namedtuple {node.get('class')}"
+
+
+__all__ = ["DataclassHandler", "NamedTupleHandler", "load_dataclass", "recorded_tag"]

@@ -1,0 +1,320 @@
+"""pandas' own arrays: the storage of every column that is not a plain numpy array.
+
+One "pandas.array" node per array, with a `layout` saying how its data is split:
+
+- "strings": str / "string" columns, and object columns of str whose missing items are all None or
+  all NaN: the present values in a `.jsonl` member (or inline when short), missing positions in a
+  boolean `mask` array;
+- "items": object columns of anything else, item by item through the handler chain (NaN, None and
+  pd.NA stay distinct);
+- "categorical": integer `codes` plus a `categories` Index node, and the `ordered` flag;
+- "masked": nullable Int*/UInt*/Float*/boolean: `data` plus `mask` (left out when nothing is missing);
+- "datetime": zone-aware datetimes: UTC `data` (datetime64 of the column's unit) plus the zone;
+- "period": int64 ordinals plus the frequency;
+- "numpy": any other array wrapping a numpy array (NumpyExtensionArray, naive DatetimeArray...).
+
+Numeric parts are saved as numpy arrays through the chain, so they are inline when small and `.npy`
+members (mapped without copying) when large. Unknown extension arrays are refused, never degraded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pandas.api.extensions import ExtensionArray
+
+from ..context import LoadContext, Node, SaveContext
+from .base import Handler, expect
+from .pandas_scalars import check_freq, check_unit, tz_fields, tz_from
+from .pandas_text import decode_strings, encode_strings
+
+NUMPY_KINDS = frozenset("biufcmMO")
+_MASKED: dict[str, tuple[type, np.dtype]] = {
+    **{f"Int{b}": (pd.arrays.IntegerArray, np.dtype(f"int{b}")) for b in (8, 16, 32, 64)},
+    **{f"UInt{b}": (pd.arrays.IntegerArray, np.dtype(f"uint{b}")) for b in (8, 16, 32, 64)},
+    **{f"Float{b}": (pd.arrays.FloatingArray, np.dtype(f"float{b}")) for b in (32, 64)},
+    "boolean": (pd.arrays.BooleanArray, np.dtype(bool)),
+}
+_MASKED_CLASSES = (pd.arrays.IntegerArray, pd.arrays.FloatingArray, pd.arrays.BooleanArray)
+_CANONICAL_NAN = np.float64("nan").view(np.uint64)
+_MASKED_DTYPES = frozenset(type(pd.api.types.pandas_dtype(name)) for name in _MASKED)
+
+
+def unsupported(dtype: Any) -> str | None:
+    """Why values of `dtype` cannot be saved, or None if they can."""
+    if isinstance(dtype, np.dtype):
+        return None if dtype.kind in NUMPY_KINDS and dtype.fields is None else f"numpy dtype {dtype}"
+    if isinstance(dtype, (pd.StringDtype, pd.CategoricalDtype, pd.DatetimeTZDtype, pd.PeriodDtype)):
+        return None
+    if type(dtype) in _MASKED_DTYPES:
+        return None
+    return f"pandas dtype {dtype} ({type(dtype).__name__}) is not supported (sparse, interval, arrow and third-party extension types cannot be saved)"
+
+
+def column_values(obj: pd.Series | pd.Index) -> Any:
+    """What to save for a Series' or an Index's values: a numpy view or a pandas array (no copy)."""
+    dtype = obj.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind != "O":
+        return obj.to_numpy()
+    return obj.array
+
+
+@contextmanager
+def _at(ctx: LoadContext, key: str | None) -> Iterator[None]:
+    """Errors raised inside name the child `key` of the current path."""
+    if key is not None:
+        ctx.path.append(key)
+    try:
+        yield
+    finally:
+        if key is not None:
+            ctx.path.pop()
+
+
+def load_values(node: Node, ctx: LoadContext, length: int, key: str | None = None) -> Any:
+    """A column's values (1-D ndarray or pandas array of `length` items) from its node."""
+    with _at(ctx, key):
+        values = ctx.load(node)
+        if isinstance(values, np.ndarray):
+            if values.ndim != 1 or values.dtype.kind not in NUMPY_KINDS:
+                raise ctx.error(
+                    f"column data must be a 1-D array of a supported dtype, not {values.dtype}{list(values.shape)}"
+                )
+        elif type(values) is pd.arrays.NumpyExtensionArray:  # exact: StringArray subclasses it
+            values = values.to_numpy()
+        elif not isinstance(values, ExtensionArray):
+            raise ctx.error(f"column data must be an array, not {type(values).__name__}")
+        if len(values) != length:
+            raise ctx.error(f"column data has {len(values)} values, {length} expected")
+    return values
+
+
+def _array(node: Node, ctx: LoadContext, key: str | None, length: int, kind: str | None = None) -> np.ndarray:
+    with _at(ctx, key):
+        arr = ctx.load(node)
+        if not isinstance(arr, np.ndarray) or arr.ndim != 1 or len(arr) != length:
+            raise ctx.error(f"{key or 'data'} must be a 1-D numpy array of {length} values")
+        if kind is not None and arr.dtype.kind not in kind:
+            raise ctx.error(f"{key or 'data'} has dtype {arr.dtype}, expected kind {kind!r}")
+    return arr
+
+
+def _mask(node: dict[str, Any], ctx: LoadContext, length: int) -> np.ndarray | None:
+    if "mask" not in node:
+        return None
+    return _array(node["mask"], ctx, "mask", length, "b")
+
+
+class PandasArrayHandler(Handler):
+    name = "pandas.array"
+
+    def accepts(self, cls: type) -> bool:
+        return isinstance(cls, type) and issubclass(cls, ExtensionArray)
+
+    # --- saving ---
+    def save(self, arr: ExtensionArray, ctx: SaveContext) -> Node:
+        dtype = arr.dtype
+        if type(arr) is pd.arrays.NumpyExtensionArray:  # exact: StringArray subclasses it
+            dtype = arr.to_numpy().dtype
+        head: dict[str, Any] = {"$type": self.name, "dtype": str(dtype), "length": len(arr)}
+        problem = unsupported(dtype)
+        if problem:
+            raise ctx.error(problem)
+        if isinstance(dtype, pd.StringDtype):
+            extra = {"storage": dtype.storage, "na_value": "NA" if dtype.na_value is pd.NA else "nan"}
+            mask = np.asarray(arr.isna(), dtype=bool)
+            values = getattr(arr, "_ndarray", None)  # python storage: the object array itself, no copy
+            if not (isinstance(values, np.ndarray) and values.dtype == object and values.shape == mask.shape):
+                values = arr.to_numpy(dtype=object, na_value=None)
+            return self._save_strings(head, extra, values, mask, ctx)
+        if isinstance(dtype, pd.CategoricalDtype):
+            head.update(layout="categorical", ordered=bool(dtype.ordered))
+            head["categories"] = ctx.save(dtype.categories, "categories")
+            head["codes"] = ctx.save(arr.codes)  # type: ignore[attr-defined]
+            return head
+        if isinstance(dtype, pd.DatetimeTZDtype):
+            head.update(layout="datetime", unit=dtype.unit, **tz_fields(dtype.tz, ctx))
+            head["data"] = ctx.save(arr.asi8.view(f"M8[{dtype.unit}]"))  # type: ignore[attr-defined]
+            return head
+        if isinstance(dtype, pd.PeriodDtype):
+            head.update(layout="period", freq=arr.freqstr)  # type: ignore[attr-defined]  # 'M', not 'ME'
+            head["data"] = ctx.save(arr.asi8)  # type: ignore[attr-defined]
+            return head
+        if isinstance(arr, _MASKED_CLASSES):
+            head["layout"] = "masked"
+            head["data"] = ctx.save(arr._data)  # the values under the mask are kept as they are
+            if arr._mask.any():
+                head["mask"] = ctx.save(arr._mask, "mask")
+            return head
+        if isinstance(dtype, np.dtype):
+            values = np.asarray(arr)
+            if dtype.kind == "O":
+                return self._save_objects(head, values, ctx)
+            head["layout"] = "numpy"
+            head["data"] = ctx.save(values)
+            return head
+        raise ctx.error(f"pandas array {type(arr).__qualname__} with dtype {dtype} cannot be saved")
+
+    def _save_objects(self, head: dict[str, Any], values: np.ndarray, ctx: SaveContext) -> Node:
+        items = values.tolist()
+        kinds = set(map(type, items))
+        if str in kinds and kinds <= {str, type(None), float}:  # text with None or NaN for missing
+            mask = np.asarray(pd.isna(values), dtype=bool)
+            missing = _uniform_missing(values[mask].tolist())
+            if missing is not None and (float not in kinds or set(map(type, values[~mask].tolist())) == {str}):
+                return self._save_strings(head, {"missing": missing}, values, mask, ctx)
+        head["layout"] = "items"
+        head["items"] = ctx.save(items)
+        return head
+
+    def _save_strings(
+        self, head: dict[str, Any], extra: dict[str, Any], values: np.ndarray, mask: np.ndarray, ctx: SaveContext
+    ) -> Node:
+        """`values`: object array of str wherever `mask` is not set."""
+        has_missing = bool(mask.any())
+        present = (values[~mask] if has_missing else values).tolist()
+        fields = {
+            **{k: v for k, v in head.items() if k != "$type"},
+            "layout": "strings",
+            **extra,
+            "count": len(present),
+        }
+        if has_missing:
+            fields["mask"] = ctx.save(mask, "mask")
+        if len(present) <= ctx.settings.external_list_threshold and _utf8_ok(present):
+            return {"$type": self.name, **fields, "values": present}
+        data = encode_strings(present)
+        plan = ctx.add_member("jsonl", lambda: [(None, memoryview(data))], compress="always")
+        return ctx.ref_node(plan, self.name, **fields, nbytes=len(data))
+
+    # --- loading ---
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
+        length = expect(node, "length", int, ctx)
+        if length < 0:
+            raise ctx.error("negative length")
+        layout = node.get("layout")
+        if layout == "strings":
+            return self._load_strings(node, length, ctx)
+        if layout == "items":
+            items = ctx.load(node.get("items"), "items")
+            if not isinstance(items, list) or len(items) != length:
+                raise ctx.error(f"an object column needs {length} items")
+            out = np.empty(length, dtype=object)
+            for i, item in enumerate(items):  # one by one: numpy must not unpack nested sequences
+                out[i] = item
+            return pd.arrays.NumpyExtensionArray(out)
+        if layout == "categorical":
+            categories = ctx.load(node.get("categories"), "categories")
+            if not isinstance(categories, pd.Index):
+                raise ctx.error("categories must be an Index")
+            codes = _array(node.get("codes"), ctx, None, length, "iu")
+            ordered = expect(node, "ordered", bool, ctx)
+            return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(categories, ordered=ordered))
+        if layout == "masked":
+            spec = _MASKED.get(node.get("dtype"))  # type: ignore[arg-type]
+            if spec is None:
+                raise ctx.error(f"unknown nullable dtype {str(node.get('dtype'))[:30]!r}")
+            cls, np_dtype = spec
+            data = _array(node.get("data"), ctx, None, length)
+            if data.dtype != np_dtype:
+                raise ctx.error(f"{node['dtype']} data must be {np_dtype}, not {data.dtype}")
+            mask = _mask(node, ctx, length)
+            return cls(data, np.zeros(length, dtype=bool) if mask is None else mask, copy=False)
+        if layout == "datetime":
+            unit = check_unit(node.get("unit"), ctx)
+            data = _array(node.get("data"), ctx, None, length, "M")
+            if data.dtype != np.dtype(f"M8[{unit}]"):
+                raise ctx.error(f"datetime data must be datetime64[{unit}], not {data.dtype}")
+            tz = tz_from(node, ctx)
+            if tz is None:
+                raise ctx.error("a 'datetime' array needs a time zone")
+            return pd.array(data).tz_localize("UTC").tz_convert(tz)
+        if layout == "period":
+            dtype = pd.PeriodDtype(check_freq(node.get("freq"), ctx))
+            return pd.arrays.PeriodArray(_array(node.get("data"), ctx, None, length, "i").astype(np.int64), dtype=dtype)
+        if layout == "numpy":
+            data = _array(node.get("data"), ctx, None, length)
+            if data.dtype.kind in "mM":
+                return pd.array(data)
+            if data.dtype.kind not in NUMPY_KINDS:
+                raise ctx.error(f"dtype {data.dtype} is not allowed")
+            return pd.arrays.NumpyExtensionArray(data)
+        raise ctx.error(f"unknown pandas array layout {str(layout)[:20]!r}")
+
+    def _load_strings(self, node: dict[str, Any], length: int, ctx: LoadContext) -> Any:
+        count = expect(node, "count", int, ctx)
+        mask = _mask(node, ctx, length)
+        missing = 0 if mask is None else int(np.count_nonzero(mask))
+        if count != length - missing:
+            raise ctx.error(f"{count} strings do not fill {length} rows with {missing} missing")
+        if "$ref" in node:
+            member = node["$ref"]
+            data = ctx.member_bytes(member, expected_size=expect(node, "nbytes", int, ctx))
+            present = decode_strings(data, count, member=member)
+        else:
+            present = expect(node, "values", list, ctx)
+            if len(present) != count or not all(type(v) is str for v in present):
+                raise ctx.error(f"'values' must be {count} strings")
+        dtype_name = node.get("dtype")
+        if dtype_name == "object":
+            missing = node.get("missing", "None")
+            if missing not in ("None", "NaN"):
+                raise ctx.error(f"bad missing-value marker {str(missing)[:20]!r}")
+            na: Any = None if missing == "None" else np.nan
+            dtype: Any = None
+        else:
+            storage, na_text = node.get("storage"), node.get("na_value")
+            if storage not in ("python", "pyarrow") or na_text not in ("nan", "NA"):
+                raise ctx.error("bad string storage or na_value")
+            na = pd.NA if na_text == "NA" else np.nan
+            if storage == "pyarrow" and not _has_pyarrow():
+                ctx.mismatch("strings saved with pyarrow storage are loaded with python storage (pyarrow is missing)")
+                storage = "python"
+            dtype = pd.StringDtype(storage, na_value=na)
+        out = np.empty(length, dtype=object)
+        if mask is None:
+            out[:] = present
+        else:
+            out[~mask] = np.array(present, dtype=object) if present else []
+            out[mask] = na
+        if dtype is None:
+            return pd.arrays.NumpyExtensionArray(out)
+        if dtype.storage == "python":
+            return pd.arrays.StringArray(out, dtype=dtype)
+        return pd.array(out, dtype=dtype)
+
+    def summary(self, node: dict[str, Any]) -> str:
+        where = f" -> {node['$ref']}" if "$ref" in node else ""
+        return f"pandas array {node.get('dtype')} [{node.get('length')}] ({node.get('layout')}){where}"
+
+
+def _uniform_missing(items: list[Any]) -> str | None:
+    """How an object column's missing items are all written: "None", "NaN" (the canonical NaN), or
+    None when they differ (then the items are saved one by one, so each comes back as it was)."""
+    if all(x is None for x in items):
+        return "None"
+    if all(type(x) is float for x in items) and bool(
+        (np.array(items, dtype=np.float64).view(np.uint64) == _CANONICAL_NAN).all()
+    ):
+        return "NaN"
+    return None
+
+
+def _utf8_ok(values: list[str]) -> bool:
+    try:
+        "".join(values).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _has_pyarrow() -> bool:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return False
+    return True

@@ -1,0 +1,414 @@
+"""ConfiguredModel instances: the model class, its config dataclass and its state dict.
+
+Node: {"$type": "torch.ConfiguredModel", "class": tag, "config": <dataclass node>,
+       "state_dict": <dict node>, "training": bool}, plus, only when needed, "training_modules"
+(submodules whose train/eval flag differs from the model's) and "unsaved_buffers" (dtype and device
+of non-persistent buffers, which the state dict leaves out) and "tensor_attributes" (tensors held
+as plain attributes). Both say the model must be built for real on reading.
+
+Reading builds the model under `torch.device("meta")` (no memory; random initialisers skipped) and
+assigns the loaded tensors, which map the file, so a large model reads about as fast as the file can
+be mapped. When the model has state the state dict does not hold (non-persistent buffers, plain tensor
+attributes, an __init__ that needs real values) it is built normally instead, without disturbing the
+global RNG. Parameters tied in the freshly built model (one Parameter under two names) are tied again
+after the weights are assigned. Arithmetic on tensors in __init__ runs torch's Python meta kernels,
+which import torch._dynamo once per process (a second or so) the first time.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from ..context import LoadContext, Node, SaveContext
+from ..errors import ConfigMismatchError, FormatError, UnknownTypeError
+from ..torchutil import ConfiguredModel
+from ..typeref import class_tag, resolve_class
+from .base import Handler, expect
+from .dataclass_ import DataclassHandler, is_dataclass_class, load_dataclass, recorded_tag
+from .torch_types import dtype_from_name, dtype_name, place
+
+if TYPE_CHECKING:
+    from ..lazy import LazyArchive
+
+NAME = "torch.ConfiguredModel"
+
+
+def _is_model_class(cls: type) -> bool:
+    return isinstance(cls, type) and issubclass(cls, ConfiguredModel)
+
+
+class ConfiguredModelHandler(Handler):
+    name = NAME
+
+    def accepts(self, cls: type) -> bool:
+        return _is_model_class(cls)
+
+    def save(self, model: ConfiguredModel[Any], ctx: SaveContext) -> Node:
+        cls = type(model)
+        config_class = cls._config_class
+        if config_class is None:
+            raise ctx.error(f"{cls.__qualname__} has no config class: decorate it with @set_config_class")
+        config = getattr(model, "config", None)
+        if not isinstance(config, config_class):
+            raise ctx.error(
+                f"{cls.__qualname__}.config is a {type(config).__qualname__}, not its declared "
+                f"{config_class.__qualname__} (did __init__ call super().__init__(config)?)"
+            )
+        node: dict[str, Any] = {
+            "$type": NAME,
+            "class": recorded_tag(cls, ctx),
+            "config": ctx.save(config, "config"),
+            "state_dict": ctx.save(model.state_dict(), "state_dict"),
+            "training": model.training,
+        }
+        differing = {name: m.training for name, m in model.named_modules() if name and m.training != model.training}
+        if differing:
+            node["training_modules"] = differing
+        unsaved = _unsaved_buffers(model)
+        if unsaved:
+            node["unsaved_buffers"] = unsaved
+        attrs = _tensor_attributes(model)
+        if attrs:
+            node["tensor_attributes"] = attrs
+        return node
+
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> ConfiguredModel[Any]:
+        cls = resolve_class(node.get("class"), _is_model_class, what="ConfiguredModel", path=ctx.path_str)
+        return load_model(node, ctx, cls)
+
+    def children(self, node: dict[str, Any]) -> dict[str, Any] | None:
+        return {k: node[k] for k in ("config", "state_dict") if k in node}
+
+    def summary(self, node: dict[str, Any]) -> str:
+        return f"ConfiguredModel {node.get('class')}"
+
+
+def _unsaved_buffers(model: torch.nn.Module) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for mname, m in model.named_modules():
+        for bname in sorted(m._non_persistent_buffers_set):
+            t = m._buffers.get(bname)
+            if t is not None:
+                out[f"{mname}.{bname}" if mname else bname] = {"dtype": dtype_name(t.dtype), "device": str(t.device)}
+    return out
+
+
+def _tensor_attributes(model: torch.nn.Module) -> list[str]:
+    """Tensors held as plain attributes (neither parameters nor buffers): not in the state dict."""
+    return [
+        f"{mname}.{k}" if mname else k
+        for mname, m in model.named_modules()
+        for k, v in vars(m).items()
+        if isinstance(v, torch.Tensor)
+    ]
+
+
+# --- reading ---
+# classes seen to need a real build in this process (non-persistent buffers, tensor attributes, an
+# __init__ that cannot run on meta), so the meta attempt is not repeated for them
+_REAL_BUILD: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
+
+
+def read_model(arc: LazyArchive, expected: type[Any], *, map_location: Any = None, dtype: Any = None) -> Any:
+    """The model at the root of `arc`, which must be an `expected` (ConfiguredModel.read)."""
+    root = arc.manifest["root"]
+    if not (isinstance(root, dict) and root.get("$type") == NAME):
+        kind = root.get("$type", "dict") if isinstance(root, dict) else type(root).__name__
+        raise ConfigMismatchError(
+            f"the archive holds a {str(kind)[:100]!r}, not a ConfiguredModel; read it with zarchive.read"
+        )
+    cls = _model_class_for(root.get("class"), expected)
+    try:
+        resolved = resolve_class(root.get("class"), _is_model_class, what="ConfiguredModel")
+    except UnknownTypeError:
+        resolved = None
+    if resolved is cls:  # the usual case: a plain read finds the same class
+        return arc.load(map_location=map_location, dtype=dtype)
+    # a class the tag does not resolve to (a subclass, an unregistered local class): the context
+    # LazyArchive.get makes, with the class found above
+    ctx = LoadContext(arc._registry, arc._reader, arc._settings, map_location=map_location, dtype=dtype)
+    return load_model(root, ctx, cls)
+
+
+def _model_class_for(tag: Any, expected: type[Any]) -> type[Any]:
+    if expected is ConfiguredModel:
+        return resolve_class(tag, _is_model_class, what="ConfiguredModel")
+    if tag == class_tag(expected):
+        return expected
+    try:
+        found = resolve_class(tag, _is_model_class, what="ConfiguredModel")
+    except UnknownTypeError:
+        found = None
+    if found is not None and issubclass(found, expected):
+        return found
+    raise ConfigMismatchError(
+        f"the archive holds a {str(tag)[:200]} model, not a {class_tag(expected)} (if it is the same class "
+        f"under another name, zarchive.register_class({expected.__qualname__}, name={str(tag)[:200]!r}))"
+    )
+
+
+def load_model(node: dict[str, Any], ctx: LoadContext, cls: type[Any]) -> Any:
+    """Build `cls` from the node's config and load the node's weights into it exactly."""
+    config = _in_path(ctx, "config", lambda: _load_config(node.get("config"), ctx, cls))
+    sd = ctx.load(node.get("state_dict"), "state_dict")
+    if not isinstance(sd, dict) or not all(isinstance(k, str) for k in sd):
+        raise ctx.error("the model's state_dict is not a dict with string keys")
+    training = expect(node, "training", bool, ctx)
+
+    real_only = bool(node.get("unsaved_buffers") or node.get("tensor_attributes")) or cls in _REAL_BUILD
+    model = None if real_only else _load_on_meta(cls, config, sd, ctx)
+    if model is None:
+        model = _load_weights(_build(cls, config, ctx, on_meta=False), sd, cls, ctx)
+        _place_unsaved_buffers(model, node.get("unsaved_buffers"), ctx)
+
+    model.train(training)
+    _restore_training_flags(model, node.get("training_modules"), ctx)
+    return model
+
+
+def _load_on_meta(cls: type[Any], config: Any, sd: dict[str, Any], ctx: LoadContext) -> Any:
+    """The model built on meta with the loaded tensors assigned, or None where a real build is
+    needed: the class cannot be built on meta, holds state the state dict lacks, or its meta build
+    does not take the weights (a real build then decides whether they fit)."""
+    model = _build(cls, config, ctx, on_meta=True)
+    if model is None:
+        _REAL_BUILD[cls] = True
+        return None
+    try:
+        _load_weights(model, sd, cls, ctx)
+    except ConfigMismatchError:
+        return None
+    if not _all_meta(sd) and _meta_left(model):
+        _REAL_BUILD[cls] = True
+        return None
+    return model
+
+
+def _in_path(ctx: LoadContext, key: str, fn: Callable[[], Any]) -> Any:
+    ctx.path.append(key)
+    try:
+        return fn()
+    finally:
+        ctx.path.pop()
+
+
+def _load_config(cfg_node: Any, ctx: LoadContext, cls: type[Any]) -> Any:
+    declared = cls._config_class
+    if declared is None:
+        raise ConfigMismatchError(f"{cls.__qualname__} has no config class (@set_config_class)", path=ctx.path_str)
+    if not (isinstance(cfg_node, dict) and cfg_node.get("$type") == DataclassHandler.name):
+        raise FormatError("a model's config must be a dataclass node", path=ctx.path_str)
+    tag = cfg_node.get("class")
+    config_class = declared
+    if tag != class_tag(declared):
+        try:
+            found = resolve_class(tag, is_dataclass_class, what="config dataclass", path=ctx.path_str)
+        except UnknownTypeError:
+            found = None
+        if found is None or not issubclass(found, declared):
+            raise ConfigMismatchError(
+                f"{cls.__qualname__} is configured by {class_tag(declared)}, but the archive's config is a "
+                f"{str(tag)[:200]}",
+                path=ctx.path_str,
+            )
+        config_class = found
+    return load_dataclass(cfg_node, ctx, config_class)
+
+
+def _build(cls: type[Any], config: Any, ctx: LoadContext, *, on_meta: bool) -> Any:
+    """`cls(config)`: on the meta device (None if that cannot work for this class), or for real.
+    The global RNG is left as it was, so reading a model does not change later random numbers."""
+    with torch.random.fork_rng(devices=[]):
+        if on_meta:
+            try:
+                with torch.device("meta"), _SkipRandomInitOnMeta():
+                    model = cls(config)
+            except Exception:  # noqa: BLE001 - e.g. __init__ reads tensor values; the real build will tell
+                return None
+            if any(m._non_persistent_buffers_set for m in model.modules()):
+                return None
+            return model
+        try:
+            return cls(config)
+        except Exception as e:
+            raise ConfigMismatchError(
+                f"{cls.__qualname__}(config) failed: {type(e).__name__}: {e}", path=ctx.path_str
+            ) from e
+
+
+# Random fills of meta tensors do nothing, but some (anything normal-distributed) run through Python
+# references that import torch._dynamo on first use: seconds, once per process. They are skipped.
+_RANDOM_FILLS = frozenset({
+    "normal_", "uniform_", "bernoulli_", "exponential_", "cauchy_", "log_normal_", "geometric_", "random_",
+    "trunc_normal_", "kaiming_uniform_", "kaiming_normal_", "xavier_uniform_", "xavier_normal_", "orthogonal_",
+    "sparse_",
+})  # fmt: skip
+
+
+class _SkipRandomInitOnMeta(TorchFunctionMode):
+    """Under torch.device("meta"): in-place random fills and nn.init functions on meta tensors, and
+    torch.randn/randn_like giving meta tensors, return their (meta) result without running."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", None)
+        if name in _RANDOM_FILLS:
+            target = kwargs.get("tensor", args[0] if args else None)
+            if isinstance(target, torch.Tensor) and target.is_meta:
+                return target
+        elif func is torch.randn and not ({"out", "names"} & kwargs.keys()) and _meta(kwargs.get("device")):
+            size = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)) else args
+            return torch.empty(
+                size, dtype=kwargs.get("dtype"), device="meta", requires_grad=kwargs.get("requires_grad", False)
+            )
+        elif (
+            func is torch.randn_like
+            and args
+            and isinstance(args[0], torch.Tensor)
+            and args[0].is_meta
+            and _meta(kwargs.get("device"))
+        ):
+            return torch.empty_like(
+                args[0], dtype=kwargs.get("dtype"), requires_grad=kwargs.get("requires_grad", False)
+            )
+        return func(*args, **kwargs)
+
+
+def _meta(device: Any) -> bool:
+    return device is None or torch.device(device).type == "meta"
+
+
+def _tie_groups(model: torch.nn.Module) -> list[tuple[str, list[str]]]:
+    """Names sharing one Parameter or buffer object in `model`: [(kind, [names])]."""
+    groups: list[tuple[str, list[str]]] = []
+    for kind, named in (
+        ("parameter", model.named_parameters(remove_duplicate=False)),
+        ("buffer", model.named_buffers(remove_duplicate=False)),
+    ):
+        by_id: dict[int, list[str]] = {}
+        for name, t in named:
+            by_id.setdefault(id(t), []).append(name)
+        groups += [(kind, names) for names in by_id.values() if len(names) > 1]
+    return groups
+
+
+def _load_weights(model: torch.nn.Module, sd: dict[str, Any], cls: type[Any], ctx: LoadContext) -> torch.nn.Module:
+    """Assign the loaded tensors (no copy, dtypes kept) and re-tie what the fresh model ties."""
+    ties = _tie_groups(model)
+    try:
+        result = model.load_state_dict(sd, strict=False, assign=True)
+    except RuntimeError as e:
+        raise ConfigMismatchError(
+            f"the archive's weights do not fit {cls.__qualname__} built from its config: {str(e)[:2000]}",
+            path=_sd_path(ctx),
+        ) from None
+    if result.missing_keys or result.unexpected_keys:
+        parts = []
+        if result.missing_keys:
+            parts.append(f"missing from the archive: {_names(result.missing_keys)}")
+        if result.unexpected_keys:
+            parts.append(f"not in the model: {_names(result.unexpected_keys)}")
+        raise ConfigMismatchError(
+            f"the archive's state dict does not match {cls.__qualname__} built from its config ({'; '.join(parts)})",
+            path=_sd_path(ctx),
+        )
+    for kind, names in ties:
+        get = model.get_parameter if kind == "parameter" else model.get_buffer
+        first = get(names[0])
+        for name in names[1:]:
+            other = get(name)
+            if other is first:
+                continue
+            if not _same_tensor(first, other):
+                ctx.mismatch(
+                    f"{cls.__qualname__} ties {names[0]!r} and {name!r}, but they differ in the archive; "
+                    "they are left untied"
+                )
+                continue
+            owner, _, leaf = name.rpartition(".")
+            module = model.get_submodule(owner)
+            if kind == "parameter":
+                module._parameters[leaf] = first
+            else:
+                module._buffers[leaf] = first
+    return model
+
+
+def _sd_path(ctx: LoadContext) -> str:
+    return "/".join([p for p in (ctx.path_str, "state_dict") if p])
+
+
+def _names(keys: list[str]) -> str:
+    shown = ", ".join(repr(k) for k in keys[:10])
+    return shown + (f" and {len(keys) - 10} more" if len(keys) > 10 else "")
+
+
+def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.device != b.device or a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.device.type == "meta":
+        return True
+    return (
+        a.numel() == 0
+        or (a.data_ptr() == b.data_ptr() and a.stride() == b.stride())
+        or bool(torch.equal(a.detach(), b.detach()))
+    )
+
+
+def _all_meta(sd: dict[str, Any]) -> bool:
+    tensors = [t for t in sd.values() if isinstance(t, torch.Tensor)]
+    return bool(tensors) and all(t.device.type == "meta" for t in tensors)
+
+
+def _meta_left(model: torch.nn.Module) -> bool:
+    """Whether anything built on the meta device was not replaced by loaded data."""
+    for t in [*model.parameters(), *model.buffers()]:
+        if t.device.type == "meta":
+            return True
+    for m in model.modules():
+        for v in vars(m).values():
+            if isinstance(v, torch.Tensor) and v.device.type == "meta":
+                return True
+    return False
+
+
+def _place_unsaved_buffers(model: torch.nn.Module, recorded: Any, ctx: LoadContext) -> None:
+    """Give non-persistent buffers (built by __init__) the dtype and device they were saved with."""
+    if not isinstance(recorded, dict):
+        return
+    for name, info in recorded.items():
+        if not isinstance(name, str) or not isinstance(info, dict):
+            raise ctx.error("bad 'unsaved_buffers' entry")
+        owner, _, leaf = name.rpartition(".")
+        try:
+            module = model.get_submodule(owner)
+        except AttributeError:
+            module = None
+        t = module._buffers.get(leaf) if module is not None else None
+        if t is None:
+            continue  # the class no longer builds it: nothing to restore
+        dtype = dtype_from_name(info.get("dtype"), ctx)
+        if ctx.dtype is not None and dtype.is_floating_point:
+            dtype = ctx.dtype
+        device = place(info.get("device", "cpu"), ctx)
+        module._buffers[leaf] = t.to(device=device if device is not None else t.device, dtype=dtype)
+
+
+def _restore_training_flags(model: torch.nn.Module, differing: Any, ctx: LoadContext) -> None:
+    if differing is None:
+        return
+    if not isinstance(differing, dict) or not all(isinstance(v, bool) for v in differing.values()):
+        raise ctx.error("bad 'training_modules' (must map submodule names to booleans)")
+    for name, flag in differing.items():
+        try:
+            model.get_submodule(name).training = flag
+        except AttributeError:
+            ctx.mismatch(f"{type(model).__qualname__} has no submodule {str(name)[:100]!r} to set training={flag}")
+
+
+__all__ = ["ConfiguredModelHandler", "load_model", "read_model"]

@@ -1,0 +1,201 @@
+"""PyTorch Lightning checkpoints as zarchives: a CheckpointIO plugin.
+
+    from zarchive.lightning import ZArchiveCheckpointIO
+    trainer = Trainer(plugins=[ZArchiveCheckpointIO(compress="zstd")])   # or za=ZArchive(...)
+    trainer.fit(model, ckpt_path="last")                                  # resumes from a zarchive
+
+Every checkpoint Lightning writes (ModelCheckpoint, `trainer.save_checkpoint`) becomes a zarchive:
+weights, optimizer and scheduler states, loop progress, callback states and hyperparameters, with no
+pickle. Paths may be fsspec URLs (`storage_options=` here, or per save from Lightning). A few values
+in a Lightning checkpoint are not data and are converted on the way in:
+
+- `hparams_type` / `datamodule_hparams_type` (a class object, e.g. omegaconf's DictConfig) is stored
+  as its "module:QualName" string; on loading, DictConfig/ListConfig come back as those classes and
+  any other name stays a string (Lightning then uses its AttributeDict).
+- Lightning's `AttributeDict` and `argparse.Namespace` become plain dicts.
+- omegaconf configs become plain dicts and lists (interpolations resolved; see zarchive.handlers).
+Anything else that zarchive cannot save raises SaveError naming its place in the checkpoint.
+
+`LightningModule.load_from_checkpoint` reads with torch.load and cannot read a zarchive; use
+`zarchive.lightning.load_from_checkpoint(MyModule, path)` instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from .api import ZArchive
+from .remote import exists, remove
+from .typeref import class_tag
+
+try:
+    from lightning.pytorch.plugins.io import CheckpointIO as _CheckpointIO
+except ImportError:
+    try:
+        from pytorch_lightning.plugins.io import CheckpointIO as _CheckpointIO  # type: ignore[no-redef]
+    except ImportError:
+        raise ImportError("zarchive.lightning needs PyTorch Lightning: pip install 'zarchive[lightning]'") from None
+
+_TYPE_KEYS = ("hparams_type", "datamodule_hparams_type")
+_OTHER_BASES = ("lightning.pytorch.plugins.io", "pytorch_lightning.plugins.io")
+
+
+class ZArchiveCheckpointIO(_CheckpointIO):
+    """Saves and loads Lightning checkpoints as zarchives.
+
+    za: the ZArchive to use; or pass ZArchive settings (compress=..., durable=...) as keywords.
+    storage_options: fsspec options for URL paths when Lightning passes none.
+    """
+
+    def __init__(
+        self, za: ZArchive | None = None, *, storage_options: Mapping[str, Any] | None = None, **settings: Any
+    ) -> None:
+        if za is not None and settings:
+            raise TypeError("pass either za=ZArchive(...) or ZArchive settings, not both")
+        self.za = za if za is not None else ZArchive(**settings)
+        self.storage_options = dict(storage_options) if storage_options else None
+        _register_with_loaded_lightning()
+
+    def __repr__(self) -> str:
+        return f"ZArchiveCheckpointIO({self.za!r})"
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
+        """Write `checkpoint` to `path` atomically (see zarchive.remote for URLs)."""
+        self.za.save(to_saveable(checkpoint), _fspath(path), storage_options=storage_options or self.storage_options)
+
+    def load_checkpoint(
+        self, path: Any, map_location: Any | None = None, weights_only: bool | None = None
+    ) -> dict[str, Any]:
+        """Read a checkpoint. map_location: as zarchive.read (None = CPU); a torch.load-style callable
+        is taken as CPU (Lightning moves states to their devices itself). weights_only is moot: a
+        zarchive never runs code."""
+        p = _fspath(path)
+        if not exists(p, self.storage_options):
+            raise FileNotFoundError(f"Checkpoint file not found: {p}")
+        location = None if callable(map_location) else map_location
+        return from_saved(self.za.read(p, map_location=location, storage_options=self.storage_options))
+
+    def remove_checkpoint(self, path: Any) -> None:
+        remove(_fspath(path), self.storage_options)
+
+
+def load_from_checkpoint(
+    cls: type,
+    path: Any,
+    *,
+    map_location: Any = None,
+    strict: bool | None = None,
+    checkpoint_io: ZArchiveCheckpointIO | None = None,
+    **kwargs: Any,
+) -> Any:
+    """`cls.load_from_checkpoint(path, **kwargs)` for a LightningModule or LightningDataModule whose
+    checkpoint is a zarchive: the class is built from the saved hyperparameters (updated by kwargs)."""
+    saving = _saving_module(cls)
+    checkpoint = (checkpoint_io or ZArchiveCheckpointIO()).load_checkpoint(path, map_location=map_location)
+    checkpoint.setdefault(cls.CHECKPOINT_HYPER_PARAMS_KEY, {})
+    checkpoint[cls.CHECKPOINT_HYPER_PARAMS_KEY].update(kwargs)
+    if _is_datamodule(cls):
+        return saving._load_state(cls, checkpoint, **kwargs)
+    return saving._load_state(cls, checkpoint, strict=strict, **kwargs)
+
+
+def _saving_module(cls: type) -> Any:
+    for name in ("lightning.pytorch", "pytorch_lightning"):
+        pkg = sys.modules.get(name)
+        if pkg is not None and (issubclass(cls, pkg.LightningModule) or issubclass(cls, pkg.LightningDataModule)):
+            import importlib
+
+            return importlib.import_module(name + ".core.saving")  # a fixed name, not one read from a file
+    raise TypeError(f"{cls!r} is not a LightningModule or LightningDataModule")
+
+
+def _is_datamodule(cls: type) -> bool:
+    return any(
+        pkg is not None and issubclass(cls, pkg.LightningDataModule)
+        for pkg in (sys.modules.get("lightning.pytorch"), sys.modules.get("pytorch_lightning"))
+    )
+
+
+# --- conversions ---
+def to_saveable(checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """The checkpoint with Lightning's non-data values made into data (see the module docstring).
+    Containers are copied only where something inside them changes, so state dicts keep their class
+    and `_metadata`."""
+    out = dict(checkpoint)
+    for key in _TYPE_KEYS:
+        value = out.get(key)
+        if isinstance(value, type):
+            out[key] = class_tag(value)
+    return _plain(out)
+
+
+def from_saved(checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """Undo to_saveable where that is safe: known config classes by their fixed names."""
+    for key in _TYPE_KEYS:
+        value = checkpoint.get(key)
+        if isinstance(value, str):
+            checkpoint[key] = _known_class(value) or value
+    return checkpoint
+
+
+def _known_class(tag: str) -> type | None:
+    if tag in ("omegaconf.dictconfig:DictConfig", "omegaconf.listconfig:ListConfig"):
+        try:
+            import omegaconf
+        except ImportError:
+            return None
+        return omegaconf.DictConfig if tag.endswith("DictConfig") else omegaconf.ListConfig
+    return None
+
+
+def _plain(x: Any) -> Any:
+    if isinstance(x, argparse.Namespace):
+        return _plain(dict(vars(x)))
+    if isinstance(x, dict):
+        if type(x).__name__ == "AttributeDict":  # Lightning's dict with attribute access
+            x = dict(x)
+        changed = False
+        items = {}
+        for k, v in x.items():
+            nv = _plain(v)
+            changed = changed or nv is not v
+            items[k] = nv
+        if not changed:
+            return x
+        return items if type(x) is dict else _rebuild_dict(x, items)
+    if type(x) in (list, tuple):
+        new = [_plain(v) for v in x]
+        if all(a is b for a, b in zip(new, x)):
+            return x
+        return new if type(x) is list else tuple(new)
+    return x
+
+
+def _rebuild_dict(original: dict[Any, Any], items: dict[Any, Any]) -> dict[Any, Any]:
+    """A copy of `original` (its class, defaultdict factory and `_metadata` kept) holding `items`."""
+    out = copy.copy(original)
+    out.clear()
+    out.update(items)
+    return out
+
+
+def _fspath(path: Any) -> Any:
+    return path if isinstance(path, str) else os.fspath(path)
+
+
+def _register_with_loaded_lightning() -> None:
+    """Make the plugin acceptable to whichever Lightning namespace is loaded (`lightning.pytorch` and
+    `pytorch_lightning` each define their own CheckpointIO ABC)."""
+    for name in _OTHER_BASES:
+        mod = sys.modules.get(name)
+        base = getattr(mod, "CheckpointIO", None) if mod is not None else None
+        if base is not None and base is not _CheckpointIO and not issubclass(ZArchiveCheckpointIO, base):
+            base.register(ZArchiveCheckpointIO)
+
+
+__all__ = ["ZArchiveCheckpointIO", "from_saved", "load_from_checkpoint", "to_saveable"]

@@ -1,0 +1,214 @@
+"""The zip layer of a ZANJ file, read defensively.
+
+ZANJ files are ordinary zips written by Python's `zipfile`, usually deflated, so zarchive's own strict
+reader (stored members only) cannot open them. This module lets `zipfile` do the decoding but checks
+the directory first: member names must be safe, unique and not overlapping; encryption is refused;
+every member's declared size is capped, and `zipfile` never produces more than the declared size, so
+a hostile file cannot make a reader inflate without bound. Everything is read from a zarchive
+ByteSource (a mapped local file, bytes, or a remote file object).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+import zipfile
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+from ..container.names import collision_key, name_problem
+from ..container.source import ByteSource
+from ..errors import FormatError, IntegrityError, MemberNotFoundError, NotAZipError, UnsafeArchiveError
+
+MAIN_NAME = "__zanj__.json"
+META_NAME = "__zanj_meta__.json"
+MAX_MEMBERS = 1_000_000
+MAX_JSON_BYTES = 512 << 20
+_CHUNK = 16 << 20
+_LOCAL_HEADER = struct.Struct("<IHHHHHIIIHH")
+_LOCAL_SIG = 0x04034B50
+_ALLOWED_METHODS = {
+    zipfile.ZIP_STORED: "none",
+    zipfile.ZIP_DEFLATED: "deflate",
+    zipfile.ZIP_BZIP2: "bzip2",
+    zipfile.ZIP_LZMA: "lzma",
+}
+
+
+class _SourceFile(io.RawIOBase):
+    """A seekable, read-only file object over a ByteSource, for `zipfile`."""
+
+    def __init__(self, source: ByteSource) -> None:
+        self._src = source
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._src.size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buf: Any) -> int:
+        n = max(0, min(len(buf), self._src.size - self._pos))
+        if n:
+            buf[:n] = self._src.view(self._pos, n)
+            self._pos += n
+        return n
+
+
+def loads_json(data: str | bytes | bytearray | memoryview, *, member: str) -> Any:
+    """JSON as ZANJ writes it: standard JSON plus the NaN/Infinity tokens Python emits.
+
+    Duplicate keys are refused (two readers could disagree on which wins); depth is bounded by the
+    interpreter's recursion limit, and running into it is a FormatError, not a crash.
+    """
+
+    def no_dupes(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out = dict(pairs)
+        if len(out) != len(pairs):
+            raise ValueError("duplicate key in a JSON object")
+        return out
+
+    try:
+        text = data if isinstance(data, str) else bytes(data).decode("utf-8")
+        return json.loads(text, object_pairs_hook=no_dupes)
+    except RecursionError:
+        raise FormatError("JSON nested too deeply", member=member) from None
+    except (UnicodeDecodeError, ValueError) as e:
+        raise FormatError(f"invalid JSON: {str(e)[:200]}", member=member) from None
+
+
+class ZanjZip:
+    """The checked member table of a ZANJ zip, and bounded, checksummed member reads."""
+
+    def __init__(self, source: ByteSource, *, max_member_bytes: int, max_members: int = MAX_MEMBERS) -> None:
+        self.source = source
+        self.max_member_bytes = max_member_bytes
+        try:
+            self._zf = zipfile.ZipFile(_SourceFile(source))
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, struct.error) as e:
+            raise NotAZipError(f"not a readable zip file: {e}") from None
+        infos = self._zf.infolist()
+        if len(infos) > max_members:
+            raise UnsafeArchiveError(f"the zip lists {len(infos)} members, more than the limit of {max_members}")
+        self.members: dict[str, zipfile.ZipInfo] = {}
+        seen: dict[str, str] = {}
+        for info in infos:
+            name = info.orig_filename  # zipfile cuts names at a NUL; judge the name as stored
+            if info.is_dir() and info.file_size == 0:
+                continue
+            problem = name_problem(name)
+            if problem:
+                raise UnsafeArchiveError(problem, member=name[:200])
+            key = collision_key(name)
+            if key in seen:
+                raise UnsafeArchiveError(f"duplicate member name (same as {seen[key]!r})", member=name)
+            seen[key] = name
+            if info.flag_bits & 0x1:
+                raise UnsafeArchiveError("encrypted zip members are not supported", member=name)
+            if info.compress_type not in _ALLOWED_METHODS:
+                raise UnsafeArchiveError(f"unsupported zip compression method {info.compress_type}", member=name)
+            self.members[name] = info
+        self._check_layout()
+        self.on_read: Callable[[str, int], None] | None = None  # (member, bytes) per read, for progress bars
+
+    def _check_layout(self) -> None:
+        """Refuse members whose bytes overlap: the classic way to make a small zip inflate to terabytes."""
+        spans = []
+        for name, info in self.members.items():
+            start = info.header_offset
+            if start < 0 or start + _LOCAL_HEADER.size > self.source.size:
+                raise NotAZipError("local header outside the file", member=name)
+            fields = _LOCAL_HEADER.unpack(bytes(self.source.view(start, _LOCAL_HEADER.size)))
+            if fields[0] != _LOCAL_SIG:
+                raise NotAZipError("bad local header signature", member=name)
+            end = start + _LOCAL_HEADER.size + fields[9] + fields[10] + info.compress_size
+            if end > self.source.size:
+                raise NotAZipError("member data runs past the end of the file (truncated?)", member=name)
+            spans.append((start, end, name))
+        spans.sort()
+        for (_, end_a, a), (start_b, _, b) in zip(spans, spans[1:]):
+            if start_b < end_a:
+                raise UnsafeArchiveError(f"member overlaps member {a!r}", member=b)
+
+    def codec(self, name: str) -> str:
+        return _ALLOWED_METHODS[self.members[name].compress_type]
+
+    def entry(self, name: str) -> dict[str, Any]:
+        """The member in the shape of a zarchive metadata entry (codec, sizes, crc32)."""
+        info = self.members[name]
+        return {
+            "codec": self.codec(name),
+            "size": info.file_size,
+            "stored_size": info.compress_size,
+            "crc32": f"{info.CRC:08x}",
+        }
+
+    def read(self, name: str, *, path: str | None = None, limit: int | None = None) -> bytearray:
+        """A member's bytes, inflated (never past its declared size) and checked against its CRC.
+        `limit` replaces the reader's size cap (the JSON members have their own)."""
+        info = self.members.get(name)
+        if info is None:
+            raise MemberNotFoundError("the ZANJ file refers to a member it does not have", member=name, path=path)
+        cap = self.max_member_bytes if limit is None else limit
+        if info.file_size > cap:
+            raise UnsafeArchiveError(
+                f"declares {info.file_size} uncompressed bytes, over the limit of {cap}", member=name, path=path
+            )
+        out = bytearray()
+        try:
+            with self._zf.open(info) as f:  # zipfile stops at file_size and checks the CRC there
+                while len(out) < info.file_size:
+                    chunk = f.read(min(_CHUNK, info.file_size - len(out)))
+                    if not chunk:
+                        break
+                    out += chunk
+        except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError) as e:
+            raise IntegrityError(f"cannot read the member: {e}", member=name, path=path) from None
+        except Exception as e:  # lzma/bz2 decoders raise their own types on damaged data
+            raise IntegrityError(f"cannot read the member: {type(e).__name__}: {e}", member=name, path=path) from None
+        if len(out) != info.file_size:
+            raise IntegrityError(
+                f"holds {len(out)} bytes, the zip directory declares {info.file_size}", member=name, path=path
+            )
+        if self.on_read is not None:
+            self.on_read(name, len(out))
+        return out
+
+    def read_json(self, name: str) -> Any:
+        return loads_json(self.read(name, limit=MAX_JSON_BYTES), member=name)
+
+    def verify_all(self) -> list[tuple[str, str]]:
+        """Inflate every member and check its CRC; (member, problem) for each failure."""
+        problems: list[tuple[str, str]] = []
+        for name in self.members:
+            try:
+                self.read(name)
+            except (IntegrityError, UnsafeArchiveError) as e:
+                problems.append((name, e.message))
+        return problems
+
+    def close(self) -> None:
+        self._zf.close()
+        self.source.close()
+
+
+def looks_like_zanj(source: ByteSource) -> bool:
+    """Whether the bytes are a zip that holds ZANJ's main JSON member (decided by content, not name)."""
+    if source.size < 22 or bytes(source.view(0, 4)) != b"PK\x03\x04":
+        return False
+    try:
+        with zipfile.ZipFile(_SourceFile(source)) as zf:
+            return any(i.orig_filename == MAIN_NAME for i in zf.infolist())
+    except Exception:  # any failure to parse means: not something we can read as ZANJ
+        return False
