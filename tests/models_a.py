@@ -44,7 +44,8 @@ class Model(ConfiguredModel[Config]):
 
 @set_config_class(Config)
 class LM(ConfiguredModel[Config]):
-    """Normal-distributed initialisation everywhere (Embedding, nn.init, torch.randn)."""
+    """Normal-distributed initialisation everywhere (Embedding, nn.init, torch.randn), in-place
+    value changes, and no out-of-place arithmetic (see zarchive/handlers/torch_model.py)."""
 
     def __init__(self, config: Config) -> None:
         super().__init__(config)
@@ -52,8 +53,12 @@ class LM(ConfiguredModel[Config]):
         self.proj = torch.nn.Linear(config.d_hidden, config.d_hidden)
         torch.nn.init.trunc_normal_(self.proj.weight, std=0.02)
         torch.nn.init.xavier_normal_(self.proj.weight)
-        self.pos = torch.nn.Parameter(torch.randn(4, config.d_hidden))  # no arithmetic: see torch_model.py
+        self.pos = torch.nn.Parameter(torch.randn(4, config.d_hidden))
         self.noise = torch.nn.Parameter(torch.randn_like(self.pos))
+        self.norm = torch.nn.LayerNorm(config.d_hidden)
+        with torch.no_grad():
+            self.noise.mul_(0.1)  # in-place changes of values are fine too
+            self.embed.weight[0] = 0.0
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        return self.proj(self.embed(idx) + self.pos[: idx.shape[-1]] + self.noise[: idx.shape[-1]])
+        return self.norm(self.proj(self.embed(idx) + self.pos[: idx.shape[-1]] + self.noise[: idx.shape[-1]]))

@@ -661,6 +661,7 @@ HOSTILE: dict[str, tuple[Any, str]] = {
     "unknown-layout": (lambda m: _col("m")(m).__setitem__("layout", "pickle"), "df/m"),
     "tz-traversal": (lambda m: _col("tz")(m).__setitem__("tz", "../../etc/passwd"), "df/tz"),
     "tz-unknown-zone": (lambda m: _col("tz")(m).__setitem__("tz", "Mars/Olympus"), "df/tz"),
+    "tz-dateutil-unknown": (lambda m: _col("tz")(m).update(tz="Mars/Olympus", tz_lib="dateutil"), "df/tz"),
     "tz-lib": (lambda m: _col("tz")(m).__setitem__("tz_lib", "os"), "df/tz"),
     "index-class": (lambda m: _frame_node(m)["columns"].__setitem__("class", "IntervalIndex"), "df/(columns)"),
     "index-freq": (lambda m: _frame_node(m)["index"].__setitem__("freq", "__import__('os')"), "df/(index)"),

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import zarchive
 from zarchive.handlers.torch_types import DTYPES, ST_CODE
@@ -69,7 +71,13 @@ def test_every_dtype_round_trips_bitwise(dtype: torch.dtype, check_roundtrip) ->
 @pytest.mark.parametrize("compress", [False, True], ids=["plain", "zstd"])
 def test_views_of_one_storage_still_share_after_loading(compress: bool, tmp_path) -> None:
     base = torch.arange(24, dtype=torch.float32)
-    obj = {"first": base[:10], "grid": base[4:].view(4, 5), "t": base.view(4, 6).T, "every3": base[::3]}
+    obj = {
+        "first": base[:10],
+        "grid": base[4:].view(4, 5),
+        "t": base.view(4, 6).T,
+        "every3": base[::3],
+        "bits": base[2:].view(torch.int32),  # another dtype over the same bytes
+    }
     path = tmp_path / "v.zarc"
     zarchive.save(obj, path, compress=compress)
     loaded = [zarchive.read(path), zarchive.read(path, lazy=False)]
@@ -82,6 +90,7 @@ def test_views_of_one_storage_still_share_after_loading(compress: bool, tmp_path
         assert len(ptrs) == 1
         back["first"][6] = -1.0  # base[6]: grid[0, 2], t[0, 1], every3[2]
         assert back["grid"][0, 2] == -1 and back["t"][0, 1] == -1 and back["every3"][2] == -1
+        assert back["bits"][4] == torch.tensor(-1.0).view(torch.int32)
 
 
 def test_same_tensor_twice_is_one_object_stored_once(tmp_path) -> None:
@@ -334,3 +343,46 @@ def test_cuda_tensors_and_map_location(tmp_path) -> None:
     assert saved["first"].untyped_storage().data_ptr() == saved["grid"].untyped_storage().data_ptr()
     saved["first"][6] = -1
     assert saved["grid"][0, 2] == -1
+
+
+@pytest.mark.parametrize("compress", [False, True], ids=["plain", "zstd"])
+def test_tensor_paths_that_read_alike_or_clash_with_format_names(compress: bool, check_roundtrip) -> None:
+    """Dict keys 1 and '1' give the same object path; '__metadata__' and '$header' are names the
+    safetensors header and the checksum table use themselves."""
+    obj = {
+        "m": {1: torch.ones(3), "1": torch.zeros(3), "__metadata__": torch.full((2,), 5.0), "$header": torch.arange(4)},
+        "n": {"a/b": torch.ones(2), "a": {"b": torch.zeros(2)}, "~": torch.ones(1), "~0": torch.zeros(1)},
+    }
+    check_roundtrip(obj, compress=compress)
+
+
+_KEYS = st.sampled_from([0, 1, "1", "a", "a/b", "~", "~2", "", "$header", "__metadata__", (1, "a"), "1,a"])
+_TENSOR_DTYPES = [torch.float32, torch.bfloat16, torch.int64, torch.bool, torch.uint16, torch.float8_e5m2]
+
+
+@st.composite
+def _tensor_leaves(draw: st.DrawFn) -> Any:
+    dtype = draw(st.sampled_from(_TENSOR_DTYPES))
+    shape = tuple(draw(st.lists(st.integers(0, 4), max_size=3)))
+    t = random_tensor(dtype, shape, seed=draw(st.integers(0, 1000)))
+    how = draw(st.sampled_from(["plain", "param", "transposed", "step"]))
+    if how == "param" and dtype.is_floating_point:
+        return torch.nn.Parameter(t)
+    if how == "transposed" and t.ndim >= 2:
+        return t.transpose(0, 1)
+    if how == "step" and t.ndim >= 1:
+        return t[::2]
+    return t
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    obj=st.recursive(
+        _tensor_leaves() | st.integers(-3, 3),
+        lambda kids: st.dictionaries(_KEYS, kids, max_size=4) | st.lists(kids, max_size=3),
+        max_leaves=12,
+    ),
+    compress=st.booleans(),
+)
+def test_nested_tensors_round_trip(obj: Any, compress: bool, check_roundtrip) -> None:
+    check_roundtrip({"model": obj, "other": obj}, compress=compress)

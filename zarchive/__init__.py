@@ -12,6 +12,7 @@ from .api import ZArchive, open, read, save, verify
 from .checkpoint import load_checkpoint, save_checkpoint
 from .errors import (
     ConfigMismatchError,
+    DeviceError,
     FieldMismatchError,
     FormatError,
     IntegrityError,
@@ -33,6 +34,7 @@ from .typeref import register_class, unregister_class
 __all__ = [
     "FORMAT_VERSION",
     "ConfigMismatchError",
+    "DeviceError",
     "ErrorMode",
     "FieldMismatchError",
     "FormatError",

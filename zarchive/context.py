@@ -170,10 +170,11 @@ class LoadContext:
                     if any(k.startswith("$") for k in node):
                         raise self.error("object with '$' keys but no '$type'")
                     return {k: self.load(v, k) for k, v in node.items()}
-                handler = self.registry.for_tag(tag, path=self.path_str)
                 try:
-                    return handler.load(node, self)
-                except ZArchiveError:
+                    return self.registry.for_tag(tag).load(node, self)
+                except ZArchiveError as e:
+                    if e.path is None:  # errors from below name no path: add it here, once, on the way out
+                        raise type(e)(e.message, path=self.path_str, member=e.member) from e
                     raise
                 except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as e:
                     raise FormatError(
@@ -198,13 +199,13 @@ class LoadContext:
         """A member's decoded, verified bytes, writable and this load's own (see `_own`); with
         `shared=True`, a view that may be shared with other loads, for bytes that are only parsed."""
         name = self._member(name)
-        data = self.archive.member_bytes(name, path=self.path_str, expected_size=expected_size)
+        data = self.archive.member_bytes(name, expected_size=expected_size)
         return data if shared else self._own(name, 0, data)
 
     def member_range(self, name: Any, begin: int, end: int, label: str) -> memoryview:
         """Bytes [begin, end) of a member, verified by entry `label`; writable and this load's own."""
         name = self._member(name)
-        return self._own(name, begin, self.archive.member_range(name, begin, end, label, path=self.path_str))
+        return self._own(name, begin, self.archive.member_range(name, begin, end, label))
 
     def _own(self, name: str, begin: int, data: memoryview) -> memoryview:
         """`data` as bytes that belong to this load: values built on them may be written to without
@@ -229,7 +230,7 @@ class LoadContext:
         return owned
 
     def member_entry(self, name: Any) -> dict[str, Any]:
-        return self.archive.member_entry(self._member(name), path=self.path_str)
+        return self.archive.member_entry(self._member(name))
 
     def _member(self, name: Any) -> str:
         if not isinstance(name, str):

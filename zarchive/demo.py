@@ -22,10 +22,11 @@ from zarchive.torchutil import ConfiguredModel, set_config_class
 class MLPConfig(SerializableDataclass):
     """Everything needed to rebuild the model: this is what the archive stores next to the weights."""
 
-    n_in: int = 4
-    n_hidden: int = 32
-    n_out: int = 3
-    dropout: float = 0.1
+    # (muutils 0.9 needs serializable_field(default=...) for a default to take effect)
+    n_in: int = serializable_field(default=4)
+    n_hidden: int = serializable_field(default=32)
+    n_out: int = serializable_field(default=3)
+    dropout: float = serializable_field(default=0.1)
     activation: str = serializable_field(default="gelu")
 
 

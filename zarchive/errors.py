@@ -79,3 +79,7 @@ class ConfigMismatchError(ZArchiveError, TypeError):
 
 class FieldMismatchError(ZArchiveError, ValueError):
     """A dataclass in the archive has fields its current class lacks, or lacks required ones."""
+
+
+class DeviceError(ZArchiveError, RuntimeError):
+    """A tensor cannot be placed on the device asked for (e.g. CUDA on a machine without it)."""

@@ -10,6 +10,8 @@ from collections.abc import Iterable
 
 
 def escape(component: str) -> str:
+    if "~" not in component and "/" not in component:
+        return component
     return component.replace("~", "~0").replace("/", "~1")
 
 
@@ -18,7 +20,7 @@ def unescape(component: str) -> str:
 
 
 def join_path(components: Iterable[str]) -> str:
-    return "/".join(escape(c) for c in components)
+    return "/".join([escape(c) for c in components])
 
 
 def split_path(path: str) -> list[str]:

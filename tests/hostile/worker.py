@@ -59,22 +59,27 @@ def _child_save(req: dict[str, Any], cache: dict[tuple[int, int], Any]) -> dict[
     return {"ok": True}
 
 
+def _limit_memory(extra_mb: int) -> int:
+    """Cap the address space at what the process has now plus `extra_mb`, and restart the peak-RSS
+    count; return the RSS (KiB) that the peak is measured from."""
+    limit = _status_kb("VmSize") * 1024 + (extra_mb << 20)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return _status_kb("VmRSS")
+
+
 def _child_read(req: dict[str, Any]) -> dict[str, Any]:
     import zarchive
 
-    extra = req.get("mem_mb", 1024) << 20
-    limit = _status_kb("VmSize") * 1024 + extra
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    with open("/proc/self/clear_refs", "w") as f:  # reset the peak-RSS counter to the current RSS
-        f.write("5")
-    rss0 = _status_kb("VmRSS")
-    out: dict[str, Any] = {"ok": True}
-    try:
-        zarchive.read(req["path"], lazy=req.get("lazy", True))
-        out["problems"] = zarchive.verify(req["path"])
-    finally:
-        out["peak_mb"] = (_status_kb("VmHWM") - rss0) / 1024
-    return out
+    zarchive.read(req["path"], lazy=req.get("lazy", True))
+    return {"ok": True, "problems": zarchive.verify(req["path"]) if req.get("verify", True) else None}
+
+
+def _child_verify(req: dict[str, Any]) -> dict[str, Any]:
+    import zarchive
+
+    return {"ok": True, "problems": zarchive.verify(req["path"])}
 
 
 def _child_extract(req: dict[str, Any]) -> dict[str, Any]:
@@ -90,16 +95,17 @@ def _run_child(req: dict[str, Any], cache: dict[tuple[int, int], Any]) -> dict[s
     if pid == 0:  # the child: do the work, report through the pipe, never return
         os.close(r)
         os.dup2(2, 1)  # stdout is the protocol channel
+        op = req["op"]
+        rss0 = _limit_memory(req["mem_mb"]) if req.get("mem_mb") else _status_kb("VmRSS")
         try:
-            op = req["op"]
-            reply = (_child_save(req, cache) if op == "save" else _child_read(req) if op == "read"
-                     else _child_extract(req))
+            work = {"read": _child_read, "verify": _child_verify, "extract": _child_extract}
+            reply = _child_save(req, cache) if op == "save" else work[op](req)
         except BaseException as e:  # noqa: BLE001 - reported, not handled
             import zarchive
 
             reply = {"ok": False, "exc": type(e).__name__, "msg": str(e)[:1000],
-                     "zarchive_error": isinstance(e, zarchive.ZArchiveError),
-                     "errno": getattr(e, "errno", None), "peak_mb": _status_kb("VmHWM") / 1024}
+                     "zarchive_error": isinstance(e, zarchive.ZArchiveError), "errno": getattr(e, "errno", None)}
+        reply["peak_mb"] = (_status_kb("VmHWM") - rss0) / 1024
         os.write(w, json.dumps(reply).encode()[:60000])
         os._exit(0)
     os.close(w)

@@ -234,8 +234,11 @@ class ArchiveReader:
                     problems.append((name, "stored bytes do not match the CRC"))
                     continue
                 if entry["codec"] == "zstd":
-                    out = codecs.decompress_bounded(raw, entry["size"], member=name)
-                    if crc_hex(crc32(out)) != entry.get("content_crc32"):
+                    if entry["size"] > self.max_decompressed:
+                        problems.append((name, f"declares {entry['size']} decompressed bytes, over the limit"))
+                        continue
+                    content_crc = codecs.decompressed_crc(raw, entry["size"], member=name)
+                    if crc_hex(content_crc) != entry.get("content_crc32"):
                         problems.append((name, "decompressed bytes do not match content_crc32"))
                     continue
                 for label, e in entry.get("entries", {}).items():

@@ -52,7 +52,7 @@ def choose_codecs(members: list[MemberPlan], level: int | None) -> None:
             if m.compress == "always":
                 use_zstd = True
             else:
-                sample = codecs.take_sample(buf for _, buf in m.parts())
+                sample = codecs.take_sample(buf for label, buf in m.parts() if label != HEADER_LABEL)
                 use_zstd = codecs.worth_compressing(sample, level)
         m.codec = "zstd" if use_zstd else "none"
         m.name = m.base_name + (codecs.ZSTD_SUFFIX if use_zstd else "")

@@ -9,7 +9,8 @@ as soon as it exceeds the declaration.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+import zlib
+from collections.abc import Iterable, Iterator
 
 import zstandard
 
@@ -67,27 +68,43 @@ def decompress_prefix(data: memoryview | bytes, n: int, *, member: str) -> bytes
     return bytes(out)
 
 
-def decompress_bounded(data: memoryview | bytes, expected_size: int, *, member: str) -> bytearray:
-    """Decompress one zstd frame that must yield exactly `expected_size` bytes."""
-    dctx = zstandard.ZstdDecompressor()
-    out = bytearray()
+def _chunks(data: memoryview | bytes, expected_size: int, member: str) -> Iterator[bytes]:
+    """The frame's decompressed bytes in chunks of at most 1 MiB, stopping with an error as soon as
+    they exceed `expected_size` or end short of it."""
+    total = 0
     try:
-        with dctx.stream_reader(data, read_across_frames=False) as reader:
-            while len(out) <= expected_size:
-                chunk = reader.read(min(_READ_CHUNK, expected_size + 1 - len(out)))
+        with zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=False) as reader:
+            while total <= expected_size:
+                chunk = reader.read(min(_READ_CHUNK, expected_size + 1 - total))
                 if not chunk:
                     break
-                out += chunk
+                total += len(chunk)
+                if total > expected_size:
+                    break
+                yield chunk
     except zstandard.ZstdError as e:
         raise IntegrityError(f"zstd data is damaged: {e}", member=member) from e
-    if len(out) > expected_size:
+    if total > expected_size:
         raise UnsafeArchiveError(
             f"decompresses to more than the {expected_size} bytes the metadata declares "
             "(a zip bomb or damaged metadata)",
             member=member,
         )
-    if len(out) != expected_size:
-        raise IntegrityError(
-            f"decompressed to {len(out)} bytes, the metadata declares {expected_size}", member=member
-        )
+    if total != expected_size:
+        raise IntegrityError(f"decompressed to {total} bytes, the metadata declares {expected_size}", member=member)
+
+
+def decompress_bounded(data: memoryview | bytes, expected_size: int, *, member: str) -> bytearray:
+    """Decompress one zstd frame that must yield exactly `expected_size` bytes."""
+    out = bytearray()
+    for chunk in _chunks(data, expected_size, member):
+        out += chunk
     return out
+
+
+def decompressed_crc(data: memoryview | bytes, expected_size: int, *, member: str) -> int:
+    """The CRC-32 of what a frame decompresses to (exactly `expected_size` bytes), in constant memory."""
+    crc = 0
+    for chunk in _chunks(data, expected_size, member):
+        crc = zlib.crc32(chunk, crc)
+    return crc

@@ -16,10 +16,41 @@ _encode_str = json.encoder.encode_basestring  # type: ignore[attr-defined]  # C 
 _encode_ascii = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]  # C, \u escapes
 
 
+INLINE_WIDTH = 120
+_inline = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(", ", ": ")).encode
+
+
+def _pretty(value: Any, indent: str, out: list[str]) -> None:
+    """Containers whose one-line form fits INLINE_WIDTH stay on one line; others are expanded.
+
+    Every subtree is encoded by the C encoder, so this stays fast on manifests of thousands of
+    tensors (the stdlib's indent= mode runs the pure-Python encoder instead)."""
+    text = _inline(value)
+    if len(text) <= INLINE_WIDTH or not isinstance(value, (dict, list)) or not value:
+        out.append(text)
+        return
+    inner = indent + "  "
+    if isinstance(value, dict):
+        out.append("{")
+        for i, (k, v) in enumerate(value.items()):
+            out.append(("," if i else "") + "\n" + inner + _inline(k) + ": ")
+            _pretty(v, inner, out)
+        out.append("\n" + indent + "}")
+    else:
+        out.append("[")
+        for i, v in enumerate(value):
+            out.append(("," if i else "") + "\n" + inner)
+            _pretty(v, inner, out)
+        out.append("\n" + indent + "]")
+
+
 def dumps_pretty(value: Any) -> bytes:
     """Indented UTF-8 JSON for members people read by hand (manifest, metadata)."""
+    out: list[str] = []
+    _pretty(value, "", out)
+    text = "".join(out) + "\n"
     try:
-        return (json.dumps(value, ensure_ascii=False, allow_nan=False, indent=2) + "\n").encode("utf-8")
+        return text.encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates in a str: only \u escapes can carry them
         return (json.dumps(value, ensure_ascii=True, allow_nan=False, indent=2) + "\n").encode("ascii")
 

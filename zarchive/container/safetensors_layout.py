@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import FormatError, UnsafeArchiveError
 from .jsontext import loads_strict
@@ -27,8 +27,7 @@ MAX_HEADER_BYTES = 100_000_000  # the limit the safetensors library itself appli
 DATA_ALIGN = 64
 
 
-@dataclass(frozen=True)
-class TensorSlot:
+class TensorSlot(NamedTuple):
     key: str
     dtype: str  # a safetensors dtype code
     shape: tuple[int, ...]

@@ -30,7 +30,7 @@ from ..context import LoadContext, Node, SaveContext
 from ..errors import SaveError
 from ..objpath import join_path
 from .base import Handler, expect
-from .pandas_arrays import column_values, load_values, unsupported
+from .pandas_arrays import at_child, column_values, load_values, unsupported
 from .pandas_scalars import check_freq
 
 _INDEX_CLASSES: dict[str, type] = {
@@ -94,9 +94,11 @@ def _load_extras(obj: pd.DataFrame | pd.Series, node: dict[str, Any], ctx: LoadC
 
 
 def _load_index(node: Node, ctx: LoadContext, key: str, length: int) -> pd.Index:
-    index = ctx.load(node, key)
-    if not isinstance(index, pd.Index) or len(index) != length:
-        raise ctx.error(f"{key} must be an Index of {length} labels")
+    with at_child(ctx, key):
+        index = ctx.load(node)
+        if not isinstance(index, pd.Index) or len(index) != length:
+            size = f"[{len(index)}]" if isinstance(index, pd.Index) else ""
+            raise ctx.error(f"must be an Index of {length} labels, not {type(index).__name__}{size}")
     return index
 
 

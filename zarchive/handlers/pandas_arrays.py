@@ -64,7 +64,7 @@ def column_values(obj: pd.Series | pd.Index) -> Any:
 
 
 @contextmanager
-def _at(ctx: LoadContext, key: str | None) -> Iterator[None]:
+def at_child(ctx: LoadContext, key: str | None) -> Iterator[None]:
     """Errors raised inside name the child `key` of the current path."""
     if key is not None:
         ctx.path.append(key)
@@ -77,7 +77,7 @@ def _at(ctx: LoadContext, key: str | None) -> Iterator[None]:
 
 def load_values(node: Node, ctx: LoadContext, length: int, key: str | None = None) -> Any:
     """A column's values (1-D ndarray or pandas array of `length` items) from its node."""
-    with _at(ctx, key):
+    with at_child(ctx, key):
         values = ctx.load(node)
         if isinstance(values, np.ndarray):
             if values.ndim != 1 or values.dtype.kind not in NUMPY_KINDS:
@@ -93,13 +93,15 @@ def load_values(node: Node, ctx: LoadContext, length: int, key: str | None = Non
     return values
 
 
-def _array(node: Node, ctx: LoadContext, key: str | None, length: int, kind: str | None = None) -> np.ndarray:
-    with _at(ctx, key):
+def _array(
+    node: Node, ctx: LoadContext, key: str | None, length: int, kind: str | None = None, label: str = "data"
+) -> np.ndarray:
+    with at_child(ctx, key):
         arr = ctx.load(node)
         if not isinstance(arr, np.ndarray) or arr.ndim != 1 or len(arr) != length:
-            raise ctx.error(f"{key or 'data'} must be a 1-D numpy array of {length} values")
+            raise ctx.error(f"{key or label} must be a 1-D numpy array of {length} values")
         if kind is not None and arr.dtype.kind not in kind:
-            raise ctx.error(f"{key or 'data'} has dtype {arr.dtype}, expected kind {kind!r}")
+            raise ctx.error(f"{key or label} has dtype {arr.dtype}, expected kind {kind!r}")
     return arr
 
 
@@ -211,7 +213,7 @@ class PandasArrayHandler(Handler):
             categories = ctx.load(node.get("categories"), "categories")
             if not isinstance(categories, pd.Index):
                 raise ctx.error("categories must be an Index")
-            codes = _array(node.get("codes"), ctx, None, length, "iu")
+            codes = _array(node.get("codes"), ctx, None, length, "iu", label="codes")
             ordered = expect(node, "ordered", bool, ctx)
             return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(categories, ordered=ordered))
         if layout == "masked":
@@ -275,10 +277,10 @@ class PandasArrayHandler(Handler):
                 ctx.mismatch("strings saved with pyarrow storage are loaded with python storage (pyarrow is missing)")
                 storage = "python"
             dtype = pd.StringDtype(storage, na_value=na)
-        out = np.empty(length, dtype=object)
         if mask is None:
-            out[:] = present
+            out = np.array(present, dtype=object) if present else np.empty(0, dtype=object)
         else:
+            out = np.empty(length, dtype=object)
             out[~mask] = np.array(present, dtype=object) if present else []
             out[mask] = na
         if dtype is None:

@@ -81,10 +81,11 @@ def tz_from(node: dict[str, Any], ctx: LoadContext) -> dt.tzinfo | None:
         import dateutil.tz
 
         if "tz" in node:
-            tz = pd.DatetimeTZDtype("ns", "dateutil/" + _zone_key(node["tz"], ctx)).tz
-            if tz is None:
-                raise ctx.error(f"unknown dateutil time zone {node['tz']!r}")
-            return tz
+            key = _zone_key(node["tz"], ctx)
+            try:  # pandas' own lookup, so the zone is the object pandas caches for this name
+                return pd.DatetimeTZDtype("ns", "dateutil/" + key).tz
+            except (TypeError, ValueError):
+                raise ctx.error(f"unknown dateutil time zone {key!r}") from None
         seconds = expect(node, "tz_offset_seconds", (int, float), ctx)
         if "tz_name" in node:
             name = node["tz_name"]

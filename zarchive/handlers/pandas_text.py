@@ -57,16 +57,18 @@ def decode_strings(data: memoryview | bytes, count: int, *, member: str) -> list
         text = str(data, "utf-8")
     except UnicodeDecodeError as e:
         raise FormatError(f"not valid UTF-8: {e}", member=member) from None
+    raw = np.frombuffer(data, dtype=np.uint8)
     if (
-        "\\" not in text
-        and text.startswith('"')
+        text.startswith('"')
         and text.endswith('"\n')
-        and text.count('"') == 2 * count
-        and text.count("\n") == count
-        and _control_bytes(data) == count
+        and not (raw == 0x5C).any()  # no backslash: no escapes
+        and np.count_nonzero(raw == 0x22) == 2 * count
+        and np.count_nonzero(raw < 0x20) == count
     ):
         values = text[1:-2].split('"\n"')
-        if len(values) == count:  # with the counts above: no piece holds a quote or a newline
+        # count pieces need count - 1 separators '"\n"': with the final '"\n' that is every quote and
+        # every control byte there is, so no piece holds a quote, a newline or a control character
+        if len(values) == count:
             return values
     values = decode_jsonl(data, count, member=member)
     if not all(type(v) is str for v in values):

@@ -6,13 +6,14 @@ Node: {"$type": "torch.ConfiguredModel", "class": tag, "config": <dataclass node
 of non-persistent buffers, which the state dict leaves out) and "tensor_attributes" (tensors held
 as plain attributes). Both say the model must be built for real on reading.
 
-Reading builds the model under `torch.device("meta")` (no memory; random initialisers skipped) and
+Reading builds the model under `torch.device("meta")` (no memory; initialisers skipped) and
 assigns the loaded tensors, which map the file, so a large model reads about as fast as the file can
 be mapped. When the model has state the state dict does not hold (non-persistent buffers, plain tensor
 attributes, an __init__ that needs real values) it is built normally instead, without disturbing the
 global RNG. Parameters tied in the freshly built model (one Parameter under two names) are tied again
-after the weights are assigned. Arithmetic on tensors in __init__ runs torch's Python meta kernels,
-which import torch._dynamo once per process (a second or so) the first time.
+after the weights are assigned. Out-of-place arithmetic on tensors in __init__ (`torch.randn(n) * 0.02`)
+runs torch's Python meta kernels, which import torch._dynamo the first time (a second or so, once
+per process).
 """
 
 from __future__ import annotations
@@ -226,7 +227,7 @@ def _build(cls: type[Any], config: Any, ctx: LoadContext, *, on_meta: bool) -> A
     with torch.random.fork_rng(devices=[]):
         if on_meta:
             try:
-                with torch.device("meta"), _SkipRandomInitOnMeta():
+                with torch.device("meta"), _SkipValuesOnMeta():
                     model = cls(config)
             except Exception:  # noqa: BLE001 - e.g. __init__ reads tensor values; the real build will tell
                 return None
@@ -241,26 +242,39 @@ def _build(cls: type[Any], config: Any, ctx: LoadContext, *, on_meta: bool) -> A
             ) from e
 
 
-# Random fills of meta tensors do nothing, but some (anything normal-distributed) run through Python
-# references that import torch._dynamo on first use: seconds, once per process. They are skipped.
-_RANDOM_FILLS = frozenset({
-    "normal_", "uniform_", "bernoulli_", "exponential_", "cauchy_", "log_normal_", "geometric_", "random_",
-    "trunc_normal_", "kaiming_uniform_", "kaiming_normal_", "xavier_uniform_", "xavier_normal_", "orthogonal_",
-    "sparse_",
+# In-place value changes of meta tensors (random fills, nn.init functions, `w.mul_(2)`) change nothing,
+# but many run torch's Python meta kernels, which import torch._dynamo on first use (seconds, once per
+# process); they are skipped. In-place ops that change shape, strides or flags are not value changes.
+_NOT_VALUE_ONLY = frozenset({
+    "requires_grad_", "resize_", "resize_as_", "set_", "as_strided_", "squeeze_", "unsqueeze_", "t_",
+    "transpose_", "swapdims_", "swapaxes_", "share_memory_", "detach_", "rename_", "refine_names_",
+    "sparse_resize_", "sparse_resize_and_clear_", "resize_as_sparse_",
+})  # fmt: skip
+_INPLACE_DUNDERS = frozenset({
+    "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__", "__ipow__",
+    "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__", "__imatmul__", "__setitem__",
 })  # fmt: skip
 
 
-class _SkipRandomInitOnMeta(TorchFunctionMode):
-    """Under torch.device("meta"): in-place random fills and nn.init functions on meta tensors, and
-    torch.randn/randn_like giving meta tensors, return their (meta) result without running."""
+def _value_only_inplace(name: Any) -> bool:
+    if not isinstance(name, str):
+        return False
+    if name in _INPLACE_DUNDERS:
+        return True
+    return name.endswith("_") and not name.startswith("_") and name not in _NOT_VALUE_ONLY
+
+
+class _SkipValuesOnMeta(TorchFunctionMode):
+    """Under torch.device("meta"): in-place value changes of meta tensors (nn.init included) return
+    at once, and torch.randn/randn_like return empty meta tensors, without running torch's kernels."""
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         name = getattr(func, "__name__", None)
-        if name in _RANDOM_FILLS:
+        if _value_only_inplace(name):
             target = kwargs.get("tensor", args[0] if args else None)
             if isinstance(target, torch.Tensor) and target.is_meta:
-                return target
+                return None if name == "__setitem__" else target
         elif func is torch.randn and not ({"out", "names"} & kwargs.keys()) and _meta(kwargs.get("device")):
             size = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)) else args
             return torch.empty(

@@ -19,7 +19,7 @@ from ..container.archive_writer import HEADER_LABEL, Part
 from ..container.npy import check_shape
 from ..container.safetensors_layout import TensorSlot, header_length, layout, parse_header
 from ..context import LoadContext, Node, SaveContext
-from ..errors import FormatError
+from ..errors import DeviceError, FormatError
 from ..objpath import join_path
 from .base import Handler
 from .torch_types import ST_CODE, dtype_from_name, dtype_name, place
@@ -50,6 +50,16 @@ class _Group:
     name_hint: list[str]
     entries: list[_Entry] = field(default_factory=list)
     nodes: list[dict[str, Any]] = field(default_factory=list)
+    keys: set[str] = field(default_factory=lambda: {"__metadata__", HEADER_LABEL})  # taken by the format
+
+    def unique_key(self, key: str) -> str:
+        """`key`, or `key~2`, `key~3`...: two object paths can read alike (dict keys 1 and '1'), and
+        a safetensors header must not hold a key twice. An escaped path never contains '~2'."""
+        candidate, n = key, 2
+        while candidate in self.keys:
+            candidate, n = f"{key}~{n}", n + 1
+        self.keys.add(candidate)
+        return candidate
 
 
 def _as_bytes(t: torch.Tensor) -> memoryview:
@@ -114,6 +124,7 @@ class _TensorTable:
     def _place(self, batch: list[_Saved], groups: dict[str, _Group]) -> None:
         first = batch[0]
         group, key = self._group_of(first, groups)
+        key = group.unique_key(key)
         t0 = first.tensor
         same_view = all(
             s.tensor.dtype == t0.dtype
@@ -184,7 +195,7 @@ class TensorHandler(Handler):
 
     def load(self, node: dict[str, Any], ctx: LoadContext) -> torch.Tensor:
         dtype = dtype_from_name(node.get("dtype"), ctx)
-        shape = check_shape(node.get("shape"), path=ctx.path_str)
+        shape = check_shape(node.get("shape"))
         saved_device = node.get("device", "cpu")
         view = node.get("view")
         memo: dict[tuple[Any, ...], torch.Tensor] = ctx.state("torch.memo", dict)
@@ -197,7 +208,14 @@ class TensorHandler(Handler):
         else:
             t = self._read(node, dtype, shape, view, ctx, device)
             if device is not None and t.device != device:
-                t = t.to(device)
+                try:
+                    t = t.to(device)
+                except (RuntimeError, AssertionError) as e:
+                    raise DeviceError(
+                        f"cannot place a tensor saved on {saved_device!r} on {device}: {e}; pass map_location "
+                        "(e.g. 'cpu' or {'cuda:0': 'cpu'})",
+                        path=ctx.path_str,
+                    ) from None
         if ctx.dtype is not None and t.is_floating_point():
             t = t.to(ctx.dtype)
         if node.get("parameter") is True:
@@ -287,9 +305,5 @@ def _slot_tensor(name: str, slot: TensorSlot, ctx: LoadContext) -> torch.Tensor:
     st_dtype = ST_TORCH[slot.dtype]
     if data.nbytes == 0:
         return torch.empty(slot.shape, dtype=st_dtype)
-    import warnings
-
-    with warnings.catch_warnings():  # a read-only source (remote file) gives a copy anyway
-        warnings.simplefilter("ignore", UserWarning)
-        flat = torch.frombuffer(data, dtype=st_dtype)
+    flat = torch.frombuffer(data, dtype=st_dtype)  # ctx.member_range gives writable bytes: no warning
     return flat.reshape(slot.shape)
