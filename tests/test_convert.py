@@ -22,11 +22,15 @@ from zarchive.convert import _separate_shared, conversion_kind, convert, zarc_to
 from zarchive.errors import FormatError, MemberNotFoundError, UnknownTypeError
 
 
+# ZANJ (through muutils) converts tensors with np.array(tensor), which numpy 2 warns about
+pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
+
+
 def _tensors_equal(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
     assert sorted(a) == sorted(b)
-    for k in b:
-        assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, k
-        assert torch.equal(a[k], b[k]), k
+    for k, want in b.items():
+        assert a[k].dtype == want.dtype and a[k].shape == want.shape, k
+        assert torch.equal(a[k], want), k
 
 
 # --- which conversion ----------------------------------------------------------------------------
@@ -141,9 +145,13 @@ _dtypes = st.sampled_from([torch.float32, torch.float16, torch.bfloat16, torch.i
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(spec=st.dictionaries(_names, st.tuples(_dtypes, st.lists(st.integers(0, 5), max_size=3)), min_size=1, max_size=5))
+@given(
+    spec=st.dictionaries(_names, st.tuples(_dtypes, st.lists(st.integers(0, 5), max_size=3)), min_size=1, max_size=5)
+)
 def test_generated_safetensors_round_trip(tmp_path: Path, spec: dict[str, Any]) -> None:
-    tensors = {name: (torch.arange(int(np.prod(shape))) % 7).reshape(shape).to(dtype) for name, (dtype, shape) in spec.items()}
+    tensors = {
+        name: (torch.arange(int(np.prod(shape))) % 7).reshape(shape).to(dtype) for name, (dtype, shape) in spec.items()
+    }
     save_file(tensors, tmp_path / "in.safetensors")
     convert(tmp_path / "in.safetensors", tmp_path / "mid.zarc", compress=False)
     (tmp_path / "out.safetensors").unlink(missing_ok=True)
@@ -176,7 +184,9 @@ def test_torch_checkpoint_with_optimizer_state(tmp_path: Path) -> None:
     # an optimizer's state_dict layout (int keys, tuples), built by hand: constructing a torch
     # optimizer imports torch._dynamo, which costs seconds
     optimizer = {
-        "state": {i: {"step": torch.tensor(3.0), "exp_avg": torch.randn_like(p)} for i, p in enumerate(model.parameters())},
+        "state": {
+            i: {"step": torch.tensor(3.0), "exp_avg": torch.randn_like(p)} for i, p in enumerate(model.parameters())
+        },
         "param_groups": [{"lr": 1e-3, "betas": (0.9, 0.999), "params": [0, 1]}],
     }
     ckpt = {"model": model.state_dict(), "optimizer": optimizer, "epoch": 3, "lrs": [0.1, 0.01]}

@@ -1,9 +1,9 @@
 """Fuzzing the reader: hypothesis mutates valid archives, and reading (load, browse, verify) must either
 succeed or raise a ZArchiveError subclass; any other exception type is a bug.
 
-Six mutators, from blind to structure-aware: raw bytes (flips, truncation, insertion, deletion); zip
+Seven mutators, from blind to structure-aware: raw bytes (flips, truncation, insertion, deletion); zip
 header fields; manifest JSON edits; metadata edits; member bytes; member format headers (.npy,
-.safetensors). All but the first two repack the archive with every checksum recomputed (see
+.safetensors); nodes of every registered handler type with fields drawn from what handlers read. All but the first two repack the archive with every checksum recomputed (see
 tests/hostile/craft.py), so the damage reaches the layers under the integrity checks.
 
 The normal run is short and derandomized. The long run (the README quotes its count):
@@ -301,11 +301,28 @@ def test_fuzz_member_bytes(base: str, data: st.DataObject) -> bytes:
 
 
 def _fit_sizes(parts: Parts, name: str) -> None:
-    """Make the manifest's declared sizes follow a member that changed size (so deeper checks run)."""
+    """Make the manifest's sizes and the per-entry checksum ranges follow a member that changed (so the
+    damage reaches the format parsers instead of stopping at the metadata checks)."""
+    content = parts.members[name]
     for container, key in _slots(parts.manifest):
         node = container[key]
         if isinstance(node, dict) and node.get("$ref") == name and "nbytes" in node:
-            node["nbytes"] = len(parts.members[name])
+            node["nbytes"] = len(content)
+    if name not in parts.entries:
+        return
+    entries = {}
+    try:
+        n = struct.unpack_from("<Q", content, 0)[0]
+        entries["$header"] = (0, min(8 + n, len(content)))
+        header = json.loads(content[8 : 8 + n])
+        for k, info in header.items():
+            if k != "__metadata__":
+                begin, end = info["data_offsets"]
+                if 0 <= begin <= end and 8 + n + end <= len(content):
+                    entries[k] = (8 + n + begin, end - begin)
+    except (struct.error, ValueError, TypeError, KeyError, AttributeError):
+        pass
+    parts.entries[name] = entries
 
 
 # --- 6. member format headers (.npy dict, .safetensors JSON), checksums fixed -------------------------------
@@ -327,7 +344,7 @@ def test_fuzz_member_headers(base: str, data: st.DataObject) -> bytes:
         hlen = struct.unpack_from("<H", content, 8)[0]
         header = {"descr": data.draw(npy_descr, label="descr"), "fortran_order": data.draw(
             st.one_of(st.booleans(), json_values), label="fortran"), "shape": data.draw(npy_shape, label="shape")}
-        if data.draw(st.booleans(), label="extra"):
+        if data.draw(st.sampled_from([False] * 9 + [True]), label="extra"):
             header[data.draw(st.text(max_size=5), label="k")] = 1
         text = repr(header).encode("latin1", "replace")
         text += b" " * ((-(10 + len(text) + 1)) % 64) + b"\n"
@@ -342,9 +359,30 @@ def test_fuzz_member_headers(base: str, data: st.DataObject) -> bytes:
         text = json.dumps(header).encode()
         text += b" " * ((-(8 + len(text))) % 64)
         parts.members[name] = struct.pack("<Q", len(text)) + text + content[8 + n :]
-        parts.entries.pop(name, None)
-        parts.entries[name] = {"$header": (0, 8 + len(text))}
     _fit_sizes(parts, name)
+    return pack(parts)
+
+
+# --- 7. handler nodes: every registered "$type" with fields drawn from what handlers read -------------------
+field_values = st.one_of(
+    json_values,
+    st.lists(st.integers(-1, 40), max_size=4),  # shapes, strides
+    st.sampled_from(["<f8", "<i4", "|b1", "<M8[s]", "|S0", "float32", "bfloat16", "int8", "object", "Decimal",
+                     "UUID", "timedelta", "date", "time", "datetime", "F", "C", "America", "UTC", "Etc/GMT+5",
+                     "zarchive.options:Settings", "zarchive.options:ErrorMode", "collections:OrderedDict"]),
+)
+
+
+@given(base=base_names, data=st.data())
+@FUZZ
+@run("handler-nodes")
+def test_fuzz_handler_nodes(base: str, data: st.DataObject) -> bytes:
+    parts = PARTS[base].copy()
+    node: dict[str, Any] = {"$type": data.draw(st.sampled_from(HANDLERS), label="type")}
+    for key in data.draw(st.lists(st.sampled_from(KEYS[1:]), max_size=8, unique=True), label="keys"):
+        node[key] = data.draw(field_values, label=key)
+    container, key = data.draw(st.sampled_from(_slots(parts.manifest)), label="where")
+    container[key] = node
     return pack(parts)
 
 

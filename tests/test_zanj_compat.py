@@ -40,6 +40,10 @@ from zarchive.torchutil import ConfiguredModel, set_config_class
 from zarchive.zanj import ZanjArchive, is_zanj_file, open_zanj
 
 
+# ZANJ (through muutils) converts tensors with np.array(tensor), which numpy 2 warns about
+pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
+
+
 # --- classes on both sides -----------------------------------------------------------------------
 @serializable_dataclass
 class ZcInner(SerializableDataclass):
@@ -143,8 +147,14 @@ def assert_same(a: Any, b: Any, where: str = "") -> None:
         assert type(a) is type(b) and a == b, f"{where}: {a!r} != {b!r}"
 
 
-def rewrite(src: Path, dst: Path, *, main: Any = None, replace: dict[str, bytes] | None = None,
-            add: dict[str, bytes] | None = None) -> Path:
+def rewrite(
+    src: Path,
+    dst: Path,
+    *,
+    main: Any = None,
+    replace: dict[str, bytes] | None = None,
+    add: dict[str, bytes] | None = None,
+) -> Path:
     """A copy of a ZANJ zip with its JSON tree or members changed (what an attacker can do)."""
     replace, add = replace or {}, add or {}
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as zout:
@@ -175,12 +185,14 @@ VALUES = {
         "b": np.array([True, False]),
         "f16": np.array([0.5, np.nan], dtype=np.float16),
         "scalar": np.array(3.5),
+        "text": np.array(["ab", "c"]),
     },
     "external-arrays": {
         "f64": np.linspace(-1, 1, 300).reshape(3, 100),
         "i64": np.arange(1000, dtype=np.int64).reshape(10, 10, 10),
         "bool": np.arange(512) % 3 == 0,
         "u8": np.arange(256, dtype=np.uint8),
+        "text": np.array([f"s{i}" for i in range(300)]),
         "nested": {"deep": {"x": np.full((20, 20), np.nan, dtype=np.float32)}},
     },
     "tensors": {
@@ -189,8 +201,13 @@ VALUES = {
         "half": torch.tensor([0.5, 1.0], dtype=torch.float16),
         "big": torch.randn(30, 20, generator=torch.Generator().manual_seed(0)),
         "big_int": torch.arange(300, dtype=torch.int64).reshape(3, 100),
+        "zero_dim": torch.tensor(3.5),
     },
-    "long-lists": {"ints": list(range(300)), "strs": [f"w{i}" for i in range(260)], "mixed": [{"a": i} for i in range(280)]},
+    "long-lists": {
+        "ints": list(range(300)),
+        "strs": [f"w{i}" for i in range(260)],
+        "mixed": [{"a": i} for i in range(280)],
+    },
     "sets": {"s": {3, 1, 2}, "f": frozenset({"a", "b"})},
 }
 
@@ -545,7 +562,12 @@ _arrays = hnp.arrays(
     shape=hnp.array_shapes(min_dims=1, max_dims=2, min_side=1, max_side=12),
 )
 _leaves = st.one_of(
-    st.integers(-(2**63), 2**63 - 1), st.floats(allow_nan=False), st.text(max_size=8), st.booleans(), st.none(), _arrays,
+    st.integers(-(2**63), 2**63 - 1),
+    st.floats(allow_nan=False),
+    st.text(max_size=8),
+    st.booleans(),
+    st.none(),
+    _arrays,
     st.lists(st.integers(0, 9), max_size=40),
 )
 _trees = st.recursive(_leaves, lambda inner: st.dictionaries(_keys, inner, max_size=4), max_leaves=8)
@@ -558,3 +580,17 @@ def test_generated_trees_round_trip(tmp_path: Path, tree: dict[str, Any]) -> Non
     ZANJ(external_array_threshold=16, external_list_threshold=16).save(tree, str(path))
     out = zarchive.read(path)
     assert_same(out, tree)
+
+
+def test_remote_zanj_file(tmp_path: Path) -> None:
+    fsspec = pytest.importorskip("fsspec")
+    obj = {"a": np.arange(400), "cfg": ZcInner(k=4)}
+    local = write_zanj(tmp_path, obj)
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/zc-zanj/x.zanj", local.read_bytes())
+    try:
+        assert_same(zarchive.read("memory://zc-zanj/x.zanj")["a"], obj["a"])
+        with zarchive.open("memory://zc-zanj/x.zanj") as arc:
+            assert arc["cfg"] == ZcInner(k=4)
+    finally:
+        fs.rm("/zc-zanj", recursive=True)

@@ -112,11 +112,11 @@ def safetensors_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True) -
     try:
         with safe_open(os.fspath(src), framework="pt") as f:
             meta = f.metadata() or {}
-            for name in f.keys():
+            for name in f.keys():  # noqa: SIM118  # safe_open objects are not iterable
                 tensors[name] = f.get_tensor(name)
     except ZArchiveError:
         raise
-    except Exception as e:  # safetensors' own error type lives in its Rust extension
+    except Exception as e:  # noqa: BLE001  # safetensors' own error type lives in its Rust extension
         raise FormatError(f"not a readable .safetensors file: {type(e).__name__}: {str(e)[:300]}") from None
     save(tensors, dst, compress=compress, custom_settings=_source_record("safetensors", src, metadata=dict(meta)))
     return ConvertReport(os.fspath(src), os.fspath(dst), "safetensors->zarc", count=len(tensors))
@@ -184,8 +184,9 @@ _TENSOR_TAG = "torch.Tensor"
 _ARRAY_TAG = "numpy.ndarray"
 
 
-def _walk_values(arc: Any, node: Any, path: list[str], out: list[tuple[list[str], dict[str, Any]]],
-                 notes: list[str], depth: int = 0) -> None:
+def _walk_values(
+    arc: Any, node: Any, path: list[str], out: list[tuple[list[str], dict[str, Any]]], notes: list[str], depth: int = 0
+) -> None:
     """Collect (object path, node) of every tensor and array below `node`, without loading anything."""
     if depth > 200:
         return

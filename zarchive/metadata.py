@@ -7,6 +7,7 @@ and never source code. Timestamps live here and only here, so manifests and memb
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import platform
 import sys
 from importlib import metadata as importlib_metadata
@@ -20,6 +21,7 @@ from .protocol import FORMAT_NAME, FORMAT_VERSION
 _PACKAGES = ("numpy", "torch", "pandas", "muutils", "zstandard", "safetensors")
 
 
+@functools.lru_cache(maxsize=None)
 def _version(dist: str) -> str | None:
     try:
         return importlib_metadata.version(dist)
@@ -31,11 +33,16 @@ def library_version() -> str:
     return _version("zarchive") or "0+unknown"
 
 
+@functools.lru_cache(maxsize=1)
+def _platform() -> str:
+    return platform.platform()
+
+
 def environment() -> dict[str, Any]:
     return {
         "python": platform.python_version(),
         "implementation": sys.implementation.name,
-        "platform": platform.platform(),
+        "platform": _platform(),
         "byteorder": sys.byteorder,
         "packages": {p: _version(p) for p in _PACKAGES},
     }

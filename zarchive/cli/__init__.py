@@ -73,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="zarchive",
         description="Look inside, check, unpack and convert zarchive (.zarc) files; ZANJ files can be read too.",
-        epilog="examples:\n" + "\n".join("  " + line.strip() for line in __doc__.splitlines()[2:9])
+        epilog="examples:\n"
+        + "\n".join("  " + line.strip() for line in __doc__.splitlines()[2:9])
         + "\n\n'zarchive COMMAND --help' shows each command's options and examples.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -187,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `zarchive show big.zarc | head`: not an error
         _silence_stdout()
         return 0
-    except Exception as e:  # a bug, not the user's fault: say so briefly
+    except Exception as e:  # noqa: BLE001  # a bug, not the user's fault: say so briefly
         if os.environ.get("ZARCHIVE_DEBUG"):
             traceback.print_exc()
         return _fail(args.command, f"unexpected {type(e).__name__}: {e} (set ZARCHIVE_DEBUG=1 for a traceback)",

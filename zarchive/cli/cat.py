@@ -87,7 +87,10 @@ def render(value: Any, rows: int = 10) -> list[str]:
     if isinstance(value, (bool, int, float, complex)) or value is None or isinstance(value, np.generic):
         return [str(value)]
     if isinstance(value, (bytes, bytearray)):
-        return [f"{type(value).__name__}: {len(value)} bytes", value[:64].hex(" ") + (" ..." if len(value) > 64 else "")]
+        return [
+            f"{type(value).__name__}: {len(value)} bytes",
+            value[:64].hex(" ") + (" ..." if len(value) > 64 else ""),
+        ]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         lines = [f"{type(value).__qualname__} (dataclass)"]
         lines += [f"  {f.name}: {_short(getattr(value, f.name, None))}" for f in dataclasses.fields(value)]

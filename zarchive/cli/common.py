@@ -25,7 +25,14 @@ class CliError(Exception):
         self.code = code
 
 
-def check_file(path: str) -> None:
+def check_file(path: str, *, remote_ok: bool = True) -> None:
+    """A readable local file, or (where remote_ok) an fsspec URL that zarchive.open will fetch from."""
+    from ..remote import is_url
+
+    if is_url(path):
+        if not remote_ok:
+            raise CliError(f"{path}: this command works on local files only")
+        return
     if not os.path.exists(path):
         raise CliError(f"{path}: no such file")
     if os.path.isdir(path):
@@ -52,7 +59,7 @@ def import_modules(names: list[str] | None) -> None:
     for name in names:
         try:
             importlib.import_module(name)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001  # whatever the user's module raises on import
             raise CliError(f"--import {name}: {type(e).__name__}: {e}") from None
 
 

@@ -58,7 +58,7 @@ def _member_source(path: str) -> tuple[list[tuple[str, str]], Any, Any]:
     from ..container.source import MappedSource
     from ..zanj.container import ZanjZip, looks_like_zanj
 
-    check_file(path)
+    check_file(path, remote_ok=False)
     source = MappedSource(path)
     try:
         if looks_like_zanj(source):
@@ -164,7 +164,7 @@ def cmd_convert(args: Any) -> int:
         kind = conversion_kind(args.src, args.dst)
     except ValueError as e:
         raise CliError(str(e)) from None
-    check_file(args.src)
+    check_file(args.src, remote_ok=False)
     if args.compress is not None and not kind.endswith("->zarc"):
         raise CliError("--compress applies to .zarc outputs only")
     compress = parse_compress_option(args.compress)
@@ -185,4 +185,3 @@ def cmd_convert(args: Any) -> int:
     for note in report.notes:
         print(f"note: {note}")
     return EXIT_OK
-

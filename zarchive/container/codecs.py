@@ -95,10 +95,31 @@ def _chunks(data: memoryview | bytes, expected_size: int, member: str) -> Iterat
 
 
 def decompress_bounded(data: memoryview | bytes, expected_size: int, *, member: str) -> bytearray:
-    """Decompress one zstd frame that must yield exactly `expected_size` bytes."""
-    out = bytearray()
-    for chunk in _chunks(data, expected_size, member):
-        out += chunk
+    """Decompress one zstd frame that must yield exactly `expected_size` bytes, straight into a
+    buffer of that size (the caller has already checked the size against its limits)."""
+    out = bytearray(expected_size)
+    view = memoryview(out)
+    pos = 0
+    extra = b""
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=False) as reader:
+            while pos < expected_size:
+                n = reader.readinto(view[pos:])
+                if not n:
+                    break
+                pos += n
+            if pos == expected_size:
+                extra = reader.read(1)
+    except zstandard.ZstdError as e:
+        raise IntegrityError(f"zstd data is damaged: {e}", member=member) from e
+    if extra:
+        raise UnsafeArchiveError(
+            f"decompresses to more than the {expected_size} bytes the metadata declares "
+            "(a zip bomb or damaged metadata)",
+            member=member,
+        )
+    if pos != expected_size:
+        raise IntegrityError(f"decompressed to {pos} bytes, the metadata declares {expected_size}", member=member)
     return out
 
 

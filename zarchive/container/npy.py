@@ -83,6 +83,8 @@ def parse(buf: memoryview, *, member: str) -> np.ndarray:
             f".npy dtype {descr!r} is not allowed (object, void and structured dtypes never load)",
             member=member,
         )
+    if dtype.itemsize == 0:  # 'S0', 'U0', 'V0': numpy cannot view bytes as elements of no size
+        raise FormatError(f".npy dtype {descr!r} has elements of zero bytes", member=member)
     if not isinstance(fortran, bool):
         raise FormatError("fortran_order must be a bool", member=member)
     check_shape(shape, member=member)

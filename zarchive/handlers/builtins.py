@@ -96,9 +96,10 @@ def load_float(node: Node, ctx: LoadContext) -> float:
         bits = node.get("bits")
         if bits is None:
             return float("nan")
-        if not isinstance(bits, str) or len(bits) != 16:
+        value = int(bits, 16) if isinstance(bits, str) and len(bits) == 16 else -1  # int() takes '-fff...'
+        if not 0 <= value < 1 << 64:
             raise ctx.error("bad NaN bits")
-        return struct.unpack("<d", struct.pack("<Q", int(bits, 16)))[0]
+        return struct.unpack("<d", struct.pack("<Q", value))[0]
     if value in ("inf", "-inf"):
         return float(value)
     raise ctx.error(f"bad special float {str(value)[:20]!r}")

@@ -89,7 +89,7 @@ def _tz_from(node: dict[str, Any], ctx: LoadContext) -> dt.tzinfo | None:
 
         try:
             return zoneinfo.ZoneInfo(key)
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError) as e:
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError) as e:  # OSError: a key naming a folder
             raise ctx.error(f"unknown time zone {key!r}: {e}") from None
     if "tz_offset_seconds" in node:
         seconds = expect(node, "tz_offset_seconds", (int, float), ctx)

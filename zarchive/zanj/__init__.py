@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..container.source import BytesSource, ByteSource, MappedSource
+from ..container.source import ByteSource, BytesSource, MappedSource
 from ..errors import FormatError, MemberNotFoundError
 from ..options import ErrorMode
 from .archive import DEFAULT_MAX_MEMBER_BYTES, ZanjArchive, describe, nbytes_of
@@ -51,7 +51,9 @@ def open_zanj(
         raise
 
 
-def read_zanj(file_path: str | os.PathLike[str] | bytes, *, map_location: Any = None, dtype: Any = None, **options: Any) -> Any:
+def read_zanj(
+    file_path: str | os.PathLike[str] | bytes, *, map_location: Any = None, dtype: Any = None, **options: Any
+) -> Any:
     """Everything a ZANJ file holds, as Python objects."""
     with open_zanj(file_path, **options) as arc:
         return arc.load(map_location=map_location, dtype=dtype)

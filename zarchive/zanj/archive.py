@@ -136,10 +136,12 @@ class ZanjArchive:
     def close(self) -> None:
         self._zip.close()
 
-    def __enter__(self) -> ZanjArchive:
+    def __enter__(self) -> ZanjArchive:  # noqa: PYI034
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     def __repr__(self) -> str:

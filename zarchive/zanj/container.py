@@ -11,6 +11,7 @@ ByteSource (a mapped local file, bytes, or a remote file object).
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import struct
 import zipfile
@@ -137,7 +138,7 @@ class ZanjZip:
                 raise NotAZipError("member data runs past the end of the file (truncated?)", member=name)
             spans.append((start, end, name))
         spans.sort()
-        for (_, end_a, a), (start_b, _, b) in zip(spans, spans[1:]):
+        for (_, end_a, a), (start_b, _, b) in itertools.pairwise(spans):
             if start_b < end_a:
                 raise UnsafeArchiveError(f"member overlaps member {a!r}", member=b)
 
@@ -175,7 +176,7 @@ class ZanjZip:
                     out += chunk
         except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError) as e:
             raise IntegrityError(f"cannot read the member: {e}", member=name, path=path) from None
-        except Exception as e:  # lzma/bz2 decoders raise their own types on damaged data
+        except Exception as e:  # noqa: BLE001  # lzma/bz2 decoders raise their own types on damaged data
             raise IntegrityError(f"cannot read the member: {type(e).__name__}: {e}", member=name, path=path) from None
         if len(out) != info.file_size:
             raise IntegrityError(
@@ -210,5 +211,5 @@ def looks_like_zanj(source: ByteSource) -> bool:
     try:
         with zipfile.ZipFile(_SourceFile(source)) as zf:
             return any(i.orig_filename == MAIN_NAME for i in zf.infolist())
-    except Exception:  # any failure to parse means: not something we can read as ZANJ
+    except Exception:  # noqa: BLE001  # any failure to parse means: not something we can read as ZANJ
         return False

@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 
 from ..container import npy
-from ..errors import ConfigMismatchError, FieldMismatchError, FormatError, UnknownTypeError, ZArchiveError
+from ..errors import FieldMismatchError, FormatError, UnknownTypeError, ZArchiveError
 from ..objpath import join_path
 from ..options import ErrorMode
-from .classes import SDC_SUFFIX, config_class_of, resolve_dataclass, resolve_model
+from .classes import SDC_SUFFIX, resolve_dataclass
 from .container import ZanjZip, loads_json
 
 FORMAT_KEY = "__muutils_format__"
@@ -110,7 +110,9 @@ class ZanjLoader:
     def path_str(self) -> str:
         return join_path(self.path)
 
-    def error(self, message: str, *, member: str | None = None, cls: type[ZArchiveError] = FormatError) -> ZArchiveError:
+    def error(
+        self, message: str, *, member: str | None = None, cls: type[ZArchiveError] = FormatError
+    ) -> ZArchiveError:
         return cls(message, path=self.path_str, member=member)
 
     def mismatch(self, message: str) -> None:
@@ -230,18 +232,26 @@ class ZanjLoader:
             raise self.error(f"an array of dtype {arr.dtype} cannot be a torch tensor: {e}") from None
         return self._place(t)
 
-    def _place(self, t: Any) -> Any:
-        """Apply the read's map_location and dtype (ZANJ tensors were all saved from the CPU)."""
+    def target_device(self) -> Any:
+        """Where the read's map_location sends tensors (ZANJ saved them all from the CPU); None: stay."""
         import torch
 
         loc = self.map_location
         if isinstance(loc, dict):
             loc = loc.get("cpu", loc.get(torch.device("cpu")))
-        if loc is not None and loc != "saved":
-            try:
-                device = torch.device(loc)
-            except (RuntimeError, TypeError) as e:
-                raise self.error(f"bad map_location {str(loc)[:40]!r}: {e}") from None
+        if loc is None or loc == "saved":
+            return None
+        try:
+            return torch.device(loc)
+        except (RuntimeError, TypeError) as e:
+            raise self.error(f"bad map_location {str(loc)[:40]!r}: {e}") from None
+
+    def _place(self, t: Any) -> Any:
+        """Apply the read's map_location and dtype to a tensor."""
+        import torch
+
+        device = self.target_device()
+        if device is not None:
             t = torch.empty(t.shape, dtype=t.dtype, device="meta") if device.type == "meta" else t.to(device)
         if self.dtype is not None and t.is_floating_point():
             t = t.to(self.dtype)
@@ -278,7 +288,9 @@ class ZanjLoader:
         columns = node.get("columns")
         if columns is None:
             columns = list(dict.fromkeys(k for r in records for k in r))
-        if not isinstance(columns, list) or not all(isinstance(c, (str, int, float, bool)) or c is None for c in columns):
+        if not isinstance(columns, list) or not all(
+            isinstance(c, (str, int, float, bool)) or c is None for c in columns
+        ):
             raise self.error("a DataFrame's columns must be a list of JSON scalars")
         keys = [_json_key(c) for c in columns]
         rows = [[r.get(k) for k in keys] for r in records]
@@ -296,6 +308,10 @@ class ZanjLoader:
             return items
 
     # --- classes ---
+    def load_dataclass(self, node: dict[str, Any], cls: type) -> Any:
+        """A dataclass node read as `cls` (a caller that knows the class, e.g. a model's config class)."""
+        return self._load_dataclass(node, None, cls=cls)
+
     def _load_dataclass(self, node: dict[str, Any], hint: Any, cls: type | None = None) -> Any:
         name = node[FORMAT_KEY][: -len(SDC_SUFFIX)]
         stored = fields_of(node)
@@ -319,7 +335,9 @@ class ZanjLoader:
         missing = [
             f.name
             for f in known.values()
-            if f.init and f.name not in values and f.default is dataclasses.MISSING
+            if f.init
+            and f.name not in values
+            and f.default is dataclasses.MISSING
             and f.default_factory is dataclasses.MISSING
         ]
         if missing:
@@ -358,66 +376,9 @@ class ZanjLoader:
         return value
 
     def _load_model(self, node: dict[str, Any], hint: Any) -> Any:
-        name = node[FORMAT_KEY]
-        cfg_node = node["zanj_model_config"]
-        if node_kind(cfg_node) != "dataclass":
-            raise self.error("a ZANJ model's zanj_model_config must be a SerializableDataclass")
-        cfg_name = cfg_node[FORMAT_KEY][: -len(SDC_SUFFIX)]
-        try:
-            cls = resolve_model(name, node["meta"].get("module_name"), cfg_name, path=self.path_str)
-        except UnknownTypeError:
-            if self.unknown == "error":
-                raise
-            return {k: self.load(v, k) for k, v in node.items() if k != "meta"}
-        cfg_cls = config_class_of(cls)
-        if cfg_cls is None or cfg_cls.__name__ != cfg_name:
-            raise self.error(
-                f"{cls.__qualname__} takes a {getattr(cfg_cls, '__qualname__', None)} config; the file's {name} "
-                f"has a {cfg_name} config",
-                cls=ConfigMismatchError,
-            )
-        self.path.append("zanj_model_config")
-        try:
-            config = self._load_dataclass(cfg_node, None, cls=cfg_cls)
-        finally:
-            self.path.pop()
-        placement = (self.map_location, self.dtype)
-        self.map_location = self.dtype = None  # weights are copied into the model, which is moved after
-        try:
-            state = self.load(node["state_dict"], "state_dict")
-        finally:
-            self.map_location, self.dtype = placement
-        records = self.load(node.get("training_records"), "training_records")
-        return self._build_model(cls, config, state, records)
+        from .models import load_model
 
-    def _build_model(self, cls: type, config: Any, state: Any, records: Any) -> Any:
-        import torch
-
-        if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-            raise self.error("a ZANJ model's state_dict must map names to tensors")
-        try:
-            model = cls(config)
-        except Exception as e:
-            raise self.error(
-                f"{cls.__qualname__}(config) failed: {type(e).__name__}: {e}", cls=ConfigMismatchError
-            ) from e
-        try:
-            model.load_state_dict(state, strict=True)
-        except RuntimeError as e:
-            raise self.error(
-                f"the file's weights do not fit {cls.__qualname__} built from its config: {str(e)[:500]}",
-                cls=ConfigMismatchError,
-            ) from e
-        if records is not None or hasattr(model, "training_records"):
-            model.training_records = records
-        loc = self.map_location
-        if isinstance(loc, dict):
-            loc = loc.get("cpu")
-        if loc is not None and loc != "saved":
-            model = model.to(torch.device(loc)) if str(loc) != "meta" else model.to("meta")
-        if self.dtype is not None:
-            model = model.to(self.dtype)
-        return model
+        return load_model(self, node)
 
 
 def _json_key(col: Any) -> str:
@@ -439,5 +400,5 @@ def _hashable(value: Any) -> Any:
 def _type_hints(cls: type) -> dict[str, Any]:
     try:
         return typing.get_type_hints(cls)
-    except Exception:  # unresolvable forward references: fall back to what the fields record
+    except Exception:  # noqa: BLE001  # unresolvable forward references: fall back to what the fields record
         return {f.name: f.type for f in dataclasses.fields(cls) if isinstance(f.type, type)}

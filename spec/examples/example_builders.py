@@ -1,0 +1,322 @@
+"""The values stored in the example archives (make_examples.py), built without randomness.
+
+Also used by tests/test_spec.py to make fresh archives whose manifests are checked against the
+schemas. The classes come from tests/golden_models.py (tests must import them to read the archives).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import pathlib
+import random
+import struct
+import uuid
+import zoneinfo
+from collections import OrderedDict, defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+import golden_models as gm
+import zarchive
+
+
+def noise(n: int, seed: int) -> np.ndarray:
+    """`n` random-looking float32 in [0, 1) from SplitMix64 (same bits on every platform and version)."""
+    x = (np.arange(n, dtype=np.uint64) + np.uint64(seed)) * np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    x = x ^ (x >> np.uint64(31))
+    return ((x >> np.uint64(40)).astype(np.float32) / np.float32(1 << 24)).astype(np.float32)
+
+
+def fill_deterministic(model: torch.nn.Module) -> torch.nn.Module:
+    """Give every floating parameter and buffer fixed values (module init draws random numbers)."""
+    with torch.no_grad():
+        for i, t in enumerate([*model.parameters(), *model.buffers()]):
+            if t.is_floating_point():
+                t.copy_(torch.from_numpy(noise(t.numel(), 1000 * i)).reshape(t.shape) - 0.5)
+    return model
+
+
+def _nan(bits: int) -> float:
+    return struct.unpack("<d", struct.pack("<Q", bits))[0]
+
+
+def json_values() -> dict[str, Any]:
+    return {
+        "text": "hello",
+        "unicode": "h\u00e9llo \u2713 \U0001d11e",
+        "empty": "",
+        "true": True,
+        "false": False,
+        "none": None,
+        "ints": [0, 1, -1, 2**53, -(2**53), 123456789],
+        "floats": [0.0, -0.0, 1.5, 1e-07, 1e300, -2.5e-300, 0.1],
+        "nested": {"list": [[1, [2, []]], {}], "dict": {"a": {"b": {"c": [None]}}}},
+        "key/with~odd chars": 1,
+    }
+
+
+def python_types() -> dict[str, Any]:
+    sd_like: OrderedDict[str, Any] = OrderedDict([("w", 1), ("b", 2)])
+    sd_like._metadata = {"": {"version": 1}}  # type: ignore[attr-defined]
+    return {
+        "big_int": 2**64 + 1,
+        "neg_big_int": -(2**70),
+        "nan": float("nan"),
+        "nan_payload": _nan(0x7FF8000000000001),
+        "neg_nan": _nan(0xFFF8000000000000),
+        "inf": float("inf"),
+        "neg_inf": float("-inf"),
+        "long_strings": ["a", "b", "c", "d", "e\nf"],
+        "long_scalars": [1, 2.5, None, True, "x"],
+        "long_nodes": [1, (2, 3), {4}, 2**60, float("nan"), [5, 6]],
+        "long_with_member": [np.arange(257, dtype=np.uint8), 1, 2, 3, 4],
+        "tuple": (1, "two", 3.0),
+        "long_tuple": tuple(range(10)),
+        "empty_tuple": (),
+        "nested_tuple": ((1, 2), ((3,),)),
+        "set": {3, 1, 2},
+        "frozenset": frozenset({"b", "a"}),
+        "mixed_set": {1, "a", (2, 3)},
+        "empty_set": set(),
+        "int_keys": {1: "a", 2: "b"},
+        "tuple_keys": {(1, "a"): 1, (2, "b"): 2},
+        "dollar_keys": {"$type": "not a node", "$ref": 1},
+        "mixed_keys": {None: 1, True: 2, 1.5: 3, float("inf"): 4, 2**60: 5, "s": 6},
+        "ordered": OrderedDict([("b", 1), ("a", 2)]),
+        "ordered_int_keys": OrderedDict([(2, "x"), (1, "y")]),
+        "defaultdict": defaultdict(list, {"a": [1]}),
+        "defaultdict_none": defaultdict(None, {1: 2}),
+        "state_dict_like": sd_like,
+        "bytes": b"\x00\x01binary\xff",
+        "empty_bytes": b"",
+        "bytearray": bytearray(b"abc"),
+        "long_bytes": bytes(range(256)) * 16 + b"!",
+        "long_bytearray": bytearray(noise(1025, 7).tobytes()[:4097]),
+        "complex": 1 + 2j,
+        "complex_special": complex(float("inf"), float("nan")),
+        "datetime_naive": dt.datetime(2024, 2, 29, 13, 45, 30, 123456),
+        "datetime_zone": dt.datetime(2024, 10, 27, 2, 30, tzinfo=zoneinfo.ZoneInfo("Europe/Paris"), fold=1),
+        "datetime_utc": dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc),
+        "datetime_offset": dt.datetime(2024, 1, 1, 12, tzinfo=dt.timezone(dt.timedelta(hours=5, minutes=30))),
+        "datetime_offset_named": dt.datetime(2024, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=-5), "EST")),
+        "date": dt.date(1999, 12, 31),
+        "time": dt.time(23, 59, 59, 999999),
+        "time_tz": dt.time(8, 0, tzinfo=dt.timezone(dt.timedelta(hours=-3))),
+        "timedelta": dt.timedelta(days=-1, seconds=5, microseconds=7),
+        "paths": [pathlib.PurePosixPath("a/b.txt"), pathlib.PureWindowsPath("C:\\data\\x.csv"), pathlib.PosixPath("/tmp/x")],
+        "enum": gm.Color.GREEN,
+        "int_enum": gm.Level.HIGH,
+        "flag": gm.Perm.R | gm.Perm.W,
+        "flag_single": gm.Perm.X,
+        "decimal": decimal.Decimal("3.14159265358979323846264338327950288"),
+        "decimal_snan": decimal.Decimal("-sNaN"),
+        "uuid": uuid.UUID("12345678-1234-5678-1234-567812345678"),
+    }
+
+
+def _object_array(items: list[Any], shape: tuple[int, ...]) -> np.ndarray:
+    out = np.empty(len(items), dtype=object)
+    for i, x in enumerate(items):
+        out[i] = x
+    return out.reshape(shape)
+
+
+def numpy_arrays() -> dict[str, Any]:
+    shared = np.arange(260, dtype=np.uint8)
+    return {
+        "int64": np.arange(6, dtype=np.int64).reshape(2, 3),
+        "uint64_big": np.array([2**64 - 1, 0], dtype=np.uint64),
+        "bool": np.array([True, False]),
+        "int32_big_endian": np.array([1, -2, 3], dtype=">i4"),
+        "float32": np.array([0.5, -1.25], dtype=np.float32),
+        "float16": np.array([1.5, 65504], dtype=np.float16),
+        "float64_nonfinite": np.array([1.0, np.nan, np.inf, -np.inf]),
+        "complex128": np.array([1 + 2j, -0.5j]),
+        "datetime64": np.array(["2024-01-01T00:00:00.000000001", "NaT"], dtype="M8[ns]"),
+        "timedelta64": np.array([1, -2], dtype="m8[s]"),
+        "unicode": np.array(["a", "h\u00e9llo"]),
+        "bytes": np.array([b"ab", b"c"]),
+        "fortran_inline": np.asfortranarray(np.arange(6, dtype=np.int16).reshape(2, 3)),
+        "empty": np.zeros((2, 0, 3), dtype=np.float32),
+        "zero_d": np.array(7.5),
+        "object": _object_array([1, "two", None, (3, 4)], (4,)),
+        "object_2d": _object_array([1.5, [1], {"a": 1}, np.float32(2)], (2, 2)),
+        "npy_float32": noise(260, 1),
+        "npy_int32": np.arange(300, dtype=np.int32),
+        "npy_fortran": np.asfortranarray(np.arange(300, dtype=np.int16).reshape(15, 20)),
+        "npy_big_endian": np.arange(300, dtype=">u2"),
+        "shared_a": shared,
+        "shared_b": shared,
+        "scalars": {
+            "f32": np.float32(1.5), "f64_nan": np.float64("nan"), "i64": np.int64(-3), "u64": np.uint64(2**64 - 1),
+            "bool": np.bool_(True), "c64": np.complex64(1 - 1j), "str": np.str_("h\u00e9llo"), "bytes": np.bytes_(b"ab"),
+            "dt64": np.datetime64("2024-01-01", "D"), "td64": np.timedelta64(5, "ms"),
+        },  # fmt: skip
+        "dtypes": [np.dtype("<f4"), np.dtype(">i2"), np.dtype("M8[ns]"), np.dtype("U3"), np.dtype(object)],
+    }
+
+
+def torch_tensors() -> dict[str, Any]:
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    small = torch.arange(6, dtype=torch.float64).reshape(2, 3) - 2.5
+    return {
+        "weights": {
+            "f32": torch.from_numpy(noise(256, 2)).reshape(16, 16),
+            "f64": small,
+            "f16": small.to(torch.float16),
+            "bf16": small.to(torch.bfloat16),
+            "i64": torch.arange(5, dtype=torch.int64) - 2,
+            "i32": torch.arange(5, dtype=torch.int32) * -7,
+            "i16": torch.arange(5, dtype=torch.int16),
+            "i8": torch.arange(5, dtype=torch.int8) - 3,
+            "u8": torch.arange(5, dtype=torch.uint8) * 50,
+            "u16": torch.arange(3, dtype=torch.int32).to(torch.uint16),
+            "u32": torch.arange(3, dtype=torch.int64).to(torch.uint32),
+            "u64": torch.arange(3, dtype=torch.int64).to(torch.uint64),
+            "bool": torch.tensor([True, False, True]),
+            "c64": torch.complex(small.float(), -small.float()),
+        },
+        "raw_bytes": {
+            "complex128": torch.complex(small, small * 2),
+            "float8_e4m3fn": small.to(torch.float8_e4m3fn),
+            "float8_e5m2": small.to(torch.float8_e5m2),
+        },
+        "views": {"base": base, "row": base[1], "column": base[:, 2], "transposed": base.t(), "again": base},
+        "param": torch.nn.Parameter(torch.ones(3)),
+        "param_frozen": torch.nn.Parameter(torch.zeros(2), requires_grad=False),
+        "requires_grad": torch.zeros(2, requires_grad=True),
+        "scalar": torch.tensor(3.5),
+        "empty": torch.zeros(0, 3),
+        "noncontiguous": torch.arange(12, dtype=torch.int16).reshape(3, 4).t(),
+        "device": torch.device("cuda:1"),
+        "dtype": torch.bfloat16,
+        "size": torch.Size([2, 3]),
+    }
+
+
+def tensor_root() -> torch.Tensor:
+    return torch.arange(8, dtype=torch.float32).reshape(2, 4)
+
+
+def pandas_values() -> dict[str, Any]:
+    n = 6
+    rows = pd.MultiIndex.from_arrays(
+        [["a", "a", "b", "b", "c", "c"], [1, 2, 1, 2, 1, 2]], names=["group", "rep"]
+    )
+    frame = pd.DataFrame(
+        {
+            "int": np.arange(n, dtype=np.int64),
+            "float": np.linspace(0.0, 1.0, n),
+            "str": pd.array(["x", "y", None, "z", "w\u00e9", "v"], dtype="str"),
+            "string": pd.array(["p", None, "q", "r", "s", "t"], dtype="string"),
+            "object": pd.array([1, "a", None, 2.5, (1, 2), np.nan], dtype=object),
+            "category": pd.Categorical(["lo", "hi", "lo", "mid", "hi", "lo"], categories=["lo", "mid", "hi"], ordered=True),
+            "nullable_int": pd.array([1, None, 3, 4, None, 6], dtype="Int64"),
+            "nullable_bool": pd.array([True, False, None, True, True, False], dtype="boolean"),
+            "datetime": pd.date_range("2024-01-01", periods=n, freq="D"),
+            "datetime_tz": pd.date_range("2024-03-30", periods=n, freq="12h", tz="Europe/Paris"),
+            "timedelta": pd.to_timedelta(np.arange(n), unit="s"),
+            "period": pd.period_range("2024-01", periods=n, freq="M"),
+        },
+        index=rows,
+    )
+    frame.attrs = {"source": "make_examples"}
+    wide = pd.DataFrame(
+        np.arange(8, dtype=np.float32).reshape(2, 4),
+        columns=pd.MultiIndex.from_product([["x", "y"], [0, 1]]),
+        index=pd.Index(["r1", "r2"], name="row"),
+    )
+    return {
+        "frame": frame,
+        "wide": wide,
+        "series": pd.Series([1.5, 2.5, np.nan], index=pd.Index([10, 20, 30], name="k"), name="s"),
+        "indexes": {
+            "range": pd.RangeIndex(2, 20, 3, name="r"),
+            "datetime": pd.date_range("2024-01-01", periods=3, freq="h", name="t"),
+            "timedelta": pd.timedelta_range("1s", periods=3, freq="s"),
+            "categorical": pd.CategoricalIndex(["a", "b", "a"]),
+            "period": pd.period_range("2024Q1", periods=3, freq="Q"),
+            "object": pd.Index([1, "a", None], dtype=object),
+        },
+        "scalars": [
+            pd.Timestamp("2024-01-01 12:00:00.000000001"),
+            pd.Timestamp("2024-06-01 12:00", tz="Europe/Paris"),
+            pd.Timedelta("1 days 00:00:01.5"),
+            pd.Period("2024-05", freq="M"),
+            pd.NaT,
+            pd.NA,
+        ],
+    }
+
+
+def dataclasses_values() -> dict[str, Any]:
+    return {
+        "config": gm.TrainConfig(
+            name="golden", lr=3e-4, layers=[2, 4, 8], weights=np.arange(300, dtype=np.float32) / 7,
+            start=gm.Point(1.0, -2.0), color=gm.Color.GREEN,
+        ),  # fmt: skip
+        "record": gm.Record(step=3, loss=0.25, where=gm.Point(0.5, 0.5), tags=("a", "b")),
+        "pair": gm.Pair(1),
+        "span": gm.Span(start=0, stop=10),
+        "records": [gm.Point(float(i), -float(i)) for i in range(3)],
+    }
+
+
+def tiny_net() -> gm.TinyNet:
+    model = fill_deterministic(gm.TinyNet(gm.NetConfig()))
+    with torch.no_grad():
+        model.bn.num_batches_tracked.fill_(7)
+    return model
+
+
+def tied_net() -> gm.TiedNet:
+    model = fill_deterministic(gm.TiedNet(gm.NetConfig(d_in=5, d_hidden=6, n_classes=4)))
+    model.drop.eval()
+    return model
+
+
+def checkpoint_parts() -> dict[str, Any]:
+    model = fill_deterministic(torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2)))
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=10, gamma=0.5)
+    for p in model.parameters():
+        p.grad = torch.full_like(p, 0.125)
+    optimizer.step()
+    scheduler.step()
+    metrics = pd.DataFrame({"epoch": [0, 1], "loss": [0.75, 0.5]})
+    return {"model": model, "optimizer": optimizer, "scheduler": scheduler, "epoch": 1, "metrics": metrics}
+
+
+def write_checkpoint(parts: dict[str, Any], path: Path, settings: dict[str, Any]) -> None:
+    random.seed(0)
+    np.random.seed(0)
+    torch.manual_seed(0)
+    zarchive.save_checkpoint(
+        path,
+        parts["model"],
+        parts["optimizer"],
+        parts["scheduler"],
+        za=zarchive.ZArchive(**settings),
+        epoch=parts["epoch"],
+        metrics=parts["metrics"],
+    )
+
+
+ALL = {
+    "json_values": json_values,
+    "python_types": python_types,
+    "numpy_arrays": numpy_arrays,
+    "torch_tensors": torch_tensors,
+    "tensor_root": tensor_root,
+    "pandas_values": pandas_values,
+    "dataclasses_values": dataclasses_values,
+    "tiny_net": tiny_net,
+    "tied_net": tied_net,
+}

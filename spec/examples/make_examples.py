@@ -1,0 +1,186 @@
+#!/usr/bin/env python
+"""Writes the example archives of spec/examples: small, deterministic, each with its expected digest.
+
+    python spec/examples/make_examples.py           # write the examples that do not exist yet
+    python spec/examples/make_examples.py --check   # rebuild every example in a temporary folder and
+                                                    # compare it with the committed one
+    python spec/examples/make_examples.py --out DIR # write every example into DIR (never into spec/)
+
+The committed archives are frozen once released (README.md): this script never overwrites one. To
+show something new, add a new example under a new name. `--check` tells whether today's writer still
+produces the same manifests and member bytes as the committed archives (a change there is not a bug in
+itself: what must never change is how the committed files *read*, which tests/test_spec.py checks).
+
+For every `<name>.zarc` the script writes `<name>.expected.json`: the SHA-256 of the archive file, its
+members, and `describe()` (tests/golden_digest.py) of the value read back from it. Before writing
+that, it checks the value read back describes exactly as the value saved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1] / "tests"))
+
+import zarchive  # noqa: E402
+from golden_digest import describe  # noqa: E402
+
+import example_builders as builders  # noqa: E402  (the objects)
+
+VARIANTS: dict[str, dict[str, Any]] = {"": {"compress": True}, ".uncompressed": {"compress": False}}
+
+
+@dataclass(frozen=True)
+class Example:
+    name: str
+    about: str
+    build: Callable[[], Any]
+    settings: dict[str, Any] = field(default_factory=dict)
+    variants: tuple[str, ...] = ("", ".uncompressed")
+    write: Callable[[Any, Path, dict[str, Any]], None] | None = None  # default: zarchive.save
+    roundtrip_exact: bool = True  # whether the value read back must describe as the value saved
+
+
+EXAMPLES: tuple[Example, ...] = (
+    Example("json_values", "plain JSON only: strings, numbers, booleans, null, nested lists and dicts",
+            builders.json_values, variants=("",)),
+    Example("python_types", "every typed node of section 5.1: big ints, non-finite floats, .jsonl lists, tuples, "
+            "sets, dict nodes, bytes (.bin), complex, dates and times, paths, enums, Decimal, UUID",
+            builders.python_types, settings={"external_list_threshold": 4}),
+    Example("numpy_arrays", "numpy arrays inline (data, base64, object items, Fortran order) and as .npy members, "
+            "a shared array, numpy scalars and dtypes", builders.numpy_arrays),
+    Example("torch_tensors", "tensors of every safetensors dtype code and raw-byte dtypes (complex128, float8), "
+            "shared views, Parameters, requires_grad, empty and 0-d tensors, torch.device/dtype/Size",
+            builders.torch_tensors),
+    Example("tensor_root", "a tensor as the root value (member tensors.safetensors, key 'tensor')",
+            builders.tensor_root),
+    Example("pandas_frame", "a DataFrame with numeric, string, object, categorical, nullable, datetime, "
+            "zone-aware, timedelta and period columns and a MultiIndex; a Series, Index kinds, pandas scalars",
+            builders.pandas_values, settings={"external_array_threshold": 4, "external_list_threshold": 4}),
+    Example("dataclasses", "a muutils SerializableDataclass, plain and frozen dataclasses, named tuples",
+            builders.dataclasses_values),
+    Example("configured_model", "a ConfiguredModel (built on the meta device when read)", builders.tiny_net),
+    Example("configured_model_extras", "a ConfiguredModel with tied weights, a non-persistent buffer, a tensor "
+            "attribute and a submodule in eval mode (built for real when read)", builders.tied_net),
+    Example("checkpoint", "zarchive.save_checkpoint: model state dict, Adam state after one step, StepLR, "
+            "seeded RNG states, epoch and a metrics DataFrame", builders.checkpoint_parts,
+            write=builders.write_checkpoint, roundtrip_exact=False),
+)  # fmt: skip
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_example(ex: Example, variant: str, out_dir: Path) -> Path:
+    """Write one archive and its expected digest; return the archive's path."""
+    path = out_dir / f"{ex.name}{variant}.zarc"
+    obj = ex.build()
+    settings = {**ex.settings, **VARIANTS[variant], "durable": False}
+    if ex.write is not None:
+        ex.write(obj, path, settings)
+    else:
+        zarchive.save(obj, path, **settings)
+    value = describe(zarchive.read(path))
+    if ex.roundtrip_exact:
+        saved = describe(obj)
+        if saved != value:
+            raise SystemExit(f"{path.name}: the value read back differs from the value saved:\n"
+                             f"saved: {json.dumps(saved)[:3000]}\nread:  {json.dumps(value)[:3000]}")
+    with zarchive.open(path) as arc:
+        members = {name: entry["codec"] for name, entry in arc.members.items()}
+    expected = {
+        "archive": path.name,
+        "sha256": file_sha256(path),
+        "about": ex.about,
+        "members": members,
+        "value": value,
+    }
+    path.with_suffix(".expected.json").write_text(pretty_json(expected) + "\n", encoding="utf-8")
+    return path
+
+
+def pretty_json(value: Any, indent: str = "") -> str:
+    """Indented JSON that keeps every value fitting in 100 columns on one line (short, readable files)."""
+    flat = json.dumps(value, ensure_ascii=False)
+    if len(indent) + len(flat) <= 100 or not isinstance(value, (dict, list)) or not value:
+        return flat
+    inner = indent + " "
+    if isinstance(value, dict):
+        body = [f"{inner}{json.dumps(k, ensure_ascii=False)}: {pretty_json(v, inner).lstrip()}" for k, v in value.items()]
+        return "{\n" + ",\n".join(body) + "\n" + indent + "}"
+    body = [inner + pretty_json(v, inner).lstrip() for v in value]
+    return "[\n" + ",\n".join(body) + "\n" + indent + "]"
+
+
+def all_names() -> list[tuple[Example, str]]:
+    return [(ex, v) for ex in EXAMPLES for v in ex.variants]
+
+
+def _comparable(path: Path) -> dict[str, bytes]:
+    """Every member's bytes, with the metadata's time, versions and environment left out."""
+    with zipfile.ZipFile(path) as z:
+        out = {info.filename: z.read(info) for info in z.infolist()}
+    meta = json.loads(out["metadata.json"])
+    for key in ("created_utc", "library_version", "environment"):
+        meta.pop(key, None)
+    out["metadata.json"] = json.dumps(meta, sort_keys=True).encode()
+    return out
+
+
+def check(committed: Path) -> int:
+    """Rebuild every example; report those whose members differ from the committed archive."""
+    problems = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for ex, variant in all_names():
+            name = f"{ex.name}{variant}.zarc"
+            if not (committed / name).exists():
+                print(f"{name}: not committed yet (run without --check to write it)")
+                problems += 1
+                continue
+            fresh = _comparable(write_example(ex, variant, Path(tmp)))
+            old = _comparable(committed / name)
+            differ = sorted(k for k in fresh.keys() | old.keys() if fresh.get(k) != old.get(k))
+            if differ:
+                print(f"{name}: today's writer differs in {', '.join(differ)}")
+                problems += 1
+            else:
+                print(f"{name}: same")
+    return 1 if problems else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="compare today's output with the committed archives")
+    parser.add_argument("--out", type=Path, help="write every example into this folder instead")
+    args = parser.parse_args(argv)
+    if args.check:
+        return check(HERE)
+    if args.out is not None:
+        if args.out.resolve() == HERE:
+            parser.error("--out must not be spec/examples: the committed archives are frozen")
+        args.out.mkdir(parents=True, exist_ok=True)
+        for ex, variant in all_names():
+            print("wrote", write_example(ex, variant, args.out))
+        return 0
+    for ex, variant in all_names():
+        name = f"{ex.name}{variant}.zarc"
+        if (HERE / name).exists():
+            print(f"{name}: frozen, left as it is")
+        else:
+            print("wrote", write_example(ex, variant, HERE))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
