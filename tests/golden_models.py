@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from muutils.json_serialize import SerializableDataclass, serializable_dataclass, serializable_field
 
+import zarchive
 from zarchive.torchutil import ConfiguredModel, set_config_class
 
 
@@ -115,3 +116,14 @@ class TiedNet(ConfiguredModel[NetConfig]):
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         return self.head(self.drop(self.embed(idx) * self.scale))
+
+
+@dataclasses.dataclass
+class GoldenRenamedPoint:
+    """Registered under a name of its own, which the archive records instead of its module path."""
+
+    x: int
+    y: int = 0
+
+
+zarchive.register_class(GoldenRenamedPoint, name="golden.renamed:Point")

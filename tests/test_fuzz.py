@@ -10,7 +10,8 @@ The normal run is short and derandomized. The long run (the README quotes its co
 
     ZARCHIVE_FUZZ_EXAMPLES=200000 .venv/bin/python -m pytest -q -p no:cacheprovider tests/test_fuzz.py -s
 
-prints how many cases each mutator survived (ZARCHIVE_FUZZ_SECONDS caps each mutator's time).
+prints how many cases each mutator survived (the example count is per mutator; on two cores about 30
+cases a second get through, so 4000 takes a quarter of an hour).
 """
 
 from __future__ import annotations
@@ -34,9 +35,8 @@ from hostile.craft import Parts, dumps, pack, unpack, zip_fields
 from hostile.make_corpus import base as corpus_base
 from zarchive.registry import HandlerRegistry
 
-EXAMPLES = int(os.environ.get("ZARCHIVE_FUZZ_EXAMPLES", "40"))
+EXAMPLES = int(os.environ.get("ZARCHIVE_FUZZ_EXAMPLES", "100"))
 LONG_RUN = "ZARCHIVE_FUZZ_EXAMPLES" in os.environ
-SECONDS = float(os.environ.get("ZARCHIVE_FUZZ_SECONDS", "0")) or None
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,
@@ -45,7 +45,6 @@ FUZZ = settings(
     suppress_health_check=list(HealthCheck),
 )
 COUNTS: dict[str, int] = {}
-STARTED: dict[str, float] = {}
 
 
 def _bases() -> dict[str, bytes]:
@@ -115,9 +114,6 @@ def run(name: str) -> Callable[[Callable[..., bytes]], Callable[..., None]]:
     def wrap(mutate: Callable[..., bytes]) -> Callable[..., None]:
         @functools.wraps(mutate)
         def check(**kw: Any) -> None:
-            started = STARTED.setdefault(name, time.monotonic())
-            if SECONDS and time.monotonic() - started > SECONDS:
-                return  # this mutator's time is up (long runs only)
             attempt(mutate(**kw))
             COUNTS[name] = COUNTS.get(name, 0) + 1
 

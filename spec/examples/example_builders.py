@@ -256,6 +256,38 @@ def pandas_values() -> dict[str, Any]:
     }
 
 
+def pandas_more() -> dict[str, Any]:
+    """Layouts the main frame does not use: duplicate and empty labels, flags, object text with NaN,
+    arrays saved on their own, a dateutil fixed-offset zone, Series attrs."""
+    import dateutil.tz
+
+    frame = pd.DataFrame([[1, 2.5, "x"], [3, 4.5, "y"]], columns=["a", "a", ""])
+    strict = pd.DataFrame({"k": [1, 2]}).set_flags(allows_duplicate_labels=False)
+    series = pd.Series(["p", np.nan, "q"], dtype=object, name=("tuple", "name"))
+    series.attrs = {"unit": "m"}
+    offset = dateutil.tz.tzoffset("XST", 3600)
+    return {
+        "duplicate_labels": frame,
+        "strict_flags": strict,
+        "object_text_nan": series,
+        "object_text_none": pd.Series(["a", None, "b"], dtype=object),
+        "numpy_layout": pd.array([1, 2, 3], dtype=np.dtype("int64")),
+        "naive_datetime_array": pd.array(np.array(["2024-01-01", "NaT"], dtype="M8[ns]")),
+        "nullable_float": pd.array([0.5, None], dtype="Float32"),
+        "zone_dateutil": pd.Series(pd.to_datetime(["2024-01-01 00:00", None]).tz_localize(offset)),
+        "timestamp_dateutil": pd.Timestamp("2024-01-01 12:00", tz=offset),
+        "empty_frame": pd.DataFrame({"x": pd.Series([], dtype="float64"), "s": pd.Series([], dtype="string")}),
+    }
+
+
+def configured_model_nested() -> dict[str, Any]:
+    return {"model": tiny_net(), "step": 3}
+
+
+def registered_class() -> dict[str, Any]:
+    return {"point": gm.GoldenRenamedPoint(1, 2), "points": [gm.GoldenRenamedPoint(3)]}
+
+
 def dataclasses_values() -> dict[str, Any]:
     return {
         "config": gm.TrainConfig(
@@ -317,6 +349,9 @@ ALL = {
     "tensor_root": tensor_root,
     "pandas_values": pandas_values,
     "dataclasses_values": dataclasses_values,
+    "pandas_more": pandas_more,
+    "configured_model_nested": configured_model_nested,
+    "registered_class": registered_class,
     "tiny_net": tiny_net,
     "tied_net": tied_net,
 }

@@ -72,6 +72,13 @@ EXAMPLES: tuple[Example, ...] = (
     Example("configured_model", "a ConfiguredModel (built on the meta device when read)", builders.tiny_net),
     Example("configured_model_extras", "a ConfiguredModel with tied weights, a non-persistent buffer, a tensor "
             "attribute and a submodule in eval mode (built for real when read)", builders.tied_net),
+    Example("pandas_more", "pandas layouts beyond pandas_frame: duplicate and empty column labels, flags, object "
+            "text with NaN or None, pandas arrays saved on their own, dateutil zones, Series attrs, empty columns",
+            builders.pandas_more, settings={"external_list_threshold": 1}),
+    Example("configured_model_nested", "a ConfiguredModel inside a dict (weights in model.safetensors)",
+            builders.configured_model_nested),
+    Example("registered_class", "a dataclass registered under a name of its own (class tag 'golden.renamed:Point')",
+            builders.registered_class, variants=("",)),
     Example("checkpoint", "zarchive.save_checkpoint: model state dict, Adam state after one step, StepLR, "
             "seeded RNG states, epoch and a metrics DataFrame", builders.checkpoint_parts,
             write=builders.write_checkpoint, roundtrip_exact=False),

@@ -180,14 +180,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(e, UnknownTypeError) and args.command in ("cat", "convert"):
             hint = "; --import MODULE imports the module that defines it"
         return _fail(args.command, str(e) + hint, EXIT_BAD_INPUT)
+    except BrokenPipeError:  # `zarchive show big.zarc | head`: not an error
+        _silence_stdout()
+        return 0
     except OSError as e:
         where = f"{e.filename}: " if getattr(e, "filename", None) else ""
         return _fail(args.command, f"{where}{e.strerror or e}", EXIT_FAILED)
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # `zarchive show big.zarc | head`: not an error
-        _silence_stdout()
-        return 0
     except Exception as e:  # noqa: BLE001  # a bug, not the user's fault: say so briefly
         if os.environ.get("ZARCHIVE_DEBUG"):
             traceback.print_exc()

@@ -23,6 +23,7 @@ from .common import (
     walk_refs,
 )
 
+MAX_TREE_DEPTH = 200  # deeper levels are elided: the tree is drawn recursively
 _SPECIAL = {"manifest.json": "(object tree)", "metadata.json": "(metadata)",
             "__zanj__.json": "(object tree)", "__zanj_meta__.json": "(metadata)"}  # fmt: skip
 
@@ -109,12 +110,13 @@ def cmd_show(args: Any) -> int:
             print(json.dumps(node if objpath.strip("/") else (arc.manifest), indent=2, ensure_ascii=False))
             return EXIT_OK
         label = show_path(join_path(split_path(objpath)))
-        for line in _tree(arc, node, label, args.depth, args.max_items):
+        depth = MAX_TREE_DEPTH if args.depth is None else min(args.depth, MAX_TREE_DEPTH)
+        for line in _tree(arc, node, label, depth, args.max_items):
             print(line)
     return EXIT_OK
 
 
-def _tree(arc: Any, root: Any, label: str, max_depth: int | None, max_items: int) -> list[str]:
+def _tree(arc: Any, root: Any, label: str, max_depth: int, max_items: int) -> list[str]:
     branch, last, pipe, blank = tree_glyphs()
     out = [f"{label}  {describe(arc, root)}"]
 
@@ -122,7 +124,7 @@ def _tree(arc: Any, root: Any, label: str, max_depth: int | None, max_items: int
         kids = children(arc, node)
         if not kids:
             return
-        if max_depth is not None and depth >= max_depth:
+        if depth >= max_depth:
             n = len(kids)
             out.append(f"{prefix}{last}... {n} {'child' if n == 1 else 'children'} (raise --depth to see them)")
             return

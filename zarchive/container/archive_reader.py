@@ -231,7 +231,15 @@ class ArchiveReader:
             try:
                 raw = self.zip.view(name)
                 if crc32(raw) != self.zip.members[name].crc:
-                    problems.append((name, "stored bytes do not match the CRC"))
+                    damaged = [
+                        label
+                        for label, e in entry.get("entries", {}).items()
+                        if crc_hex(crc32(raw[e["offset"] : e["offset"] + e["size"]])) != e["crc32"]
+                    ]
+                    if damaged:  # name the tensors (or header) that are damaged, not only the member
+                        problems += [(name, f"entry {label!r} does not match its checksum") for label in damaged]
+                    else:
+                        problems.append((name, "stored bytes do not match the CRC"))
                     continue
                 if entry["codec"] == "zstd":
                     if entry["size"] > self.max_decompressed:
@@ -242,8 +250,7 @@ class ArchiveReader:
                         problems.append((name, "decompressed bytes do not match content_crc32"))
                     continue
                 for label, e in entry.get("entries", {}).items():
-                    part = raw[e["offset"] : e["offset"] + e["size"]]
-                    if crc_hex(crc32(part)) != e["crc32"]:
+                    if crc_hex(crc32(raw[e["offset"] : e["offset"] + e["size"]])) != e["crc32"]:
                         problems.append((name, f"entry {label!r} does not match its checksum"))
             except FormatError as e:
                 problems.append((name, e.message))

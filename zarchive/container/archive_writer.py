@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Literal
 
-from ..errors import SaveError
+from ..errors import SaveError, ZArchiveError
 from . import codecs
 from .crc import crc32, crc32_combine, crc_hex
 from .jsontext import dumps_pretty
@@ -149,11 +149,15 @@ def write_archive(
     pool = _ChecksumPool()
     try:
         for m in members:
-            if m.codec == "zstd":
-                assert level is not None
-                infos[m.name] = _write_zstd(zw, m, level)
-            else:
-                infos[m.name] = _write_plain(zw, m, pool)
+            try:
+                if m.codec == "zstd" and level is not None:
+                    infos[m.name] = _write_zstd(zw, m, level)
+                else:
+                    infos[m.name] = _write_plain(zw, m, pool)
+            except (ZArchiveError, OSError):
+                raise
+            except Exception as e:  # producing a member's bytes failed (e.g. a tensor that cannot be copied)
+                raise SaveError(f"writing the member failed: {type(e).__name__}: {e}", member=m.name) from e
             if on_member is not None:
                 on_member(m.name, infos[m.name]["size"])
     finally:

@@ -191,7 +191,8 @@ class PandasIndexHandler(Handler):
         if kind == "range":
             return f"RangeIndex({node.get('start')}, {node.get('stop')}, {node.get('step')})"
         if kind == "multi":
-            return f"MultiIndex[{node.get('length')}] with {len(node.get('levels') or [])} levels"
+            levels = node.get("levels")
+            return f"MultiIndex[{node.get('length')}] with {len(levels) if isinstance(levels, list) else '?'} levels"
         return f"{node.get('class')}[{node.get('length')}] {node.get('dtype')}"
 
 
@@ -303,8 +304,10 @@ class PandasFrameHandler(Handler):
         return out
 
     def summary(self, node: dict[str, Any]) -> str:
-        keys, dtypes = node.get("column_keys") or [], node.get("dtypes") or []
+        keys, dtypes, shape = (node.get(k) for k in ("column_keys", "dtypes", "shape"))
+        keys = keys if isinstance(keys, list) else []  # a listing of a malformed node must not fail
+        dtypes = dtypes if isinstance(dtypes, list) else []
+        shape = shape if isinstance(shape, list) and len(shape) == 2 else ["?", "?"]
         cols = ", ".join(f"{k}: {t}" for k, t in list(zip(keys, dtypes))[:8])
         more = ", ..." if len(keys) > 8 else ""
-        shape = node.get("shape") or ["?", "?"]
         return f"DataFrame {shape[0]} rows x {shape[1]} columns ({cols}{more})"
