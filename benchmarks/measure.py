@@ -159,6 +159,7 @@ def machine(workdir: str) -> dict[str, Any]:
     return {
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
+        "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "ram_gb": round(total_ram() / 2**30, 1),
         "kernel": platform.release(),
         "fs": filesystem(workdir),

@@ -171,7 +171,9 @@ def render(info: dict[str, Any], raw: dict[str, float], workloads: list[dict[str
         "# zarchive benchmarks",
         "",
         f"- date: {s['date']}; total run time {s['elapsed_s']:.0f} s",
-        f"- machine: {info['cpu']}, {info['cores']} cores, {info['ram_gb']} GB RAM, Linux {info['kernel']}, "
+        f"- machine: {info['cpu']}, {info['cores']} cores"
+        + (f" ({info['usable_cores']} usable by this process)" if info["usable_cores"] != info["cores"] else "")
+        + f", {info['ram_gb']} GB RAM, Linux {info['kernel']}, "
         f"files on {info['fs']}",
         "- versions: " + ", ".join(f"{k} {val}" for k, val in v.items()),
         f"- medians of {s['reps']} runs after one warm-up run{' (--quick: smaller workloads)' if s['quick'] else ''};"

@@ -7,6 +7,7 @@ is the realistic case for trained models too.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -114,7 +115,9 @@ def _touch_tensor(t: torch.Tensor) -> int:
 def _touch_array(a: np.ndarray) -> int:
     if a.dtype.hasobject:
         return sum(len(str(x)) for x in a.reshape(-1))
-    return _touch_tensor(torch.from_numpy(np.ascontiguousarray(a).reshape(-1).view(np.uint8)))
+    with warnings.catch_warnings():  # read-only arrays (mapped files) are only read here
+        warnings.simplefilter("ignore", UserWarning)
+        return _touch_tensor(torch.from_numpy(np.ascontiguousarray(a).reshape(-1).view(np.uint8)))
 
 
 def touch(obj: Any) -> int:

@@ -21,7 +21,6 @@ import zarchive
 from zarchive.convert import _separate_shared, conversion_kind, convert, zarc_to_safetensors
 from zarchive.errors import FormatError, MemberNotFoundError, UnknownTypeError
 
-
 # ZANJ (through muutils) converts tensors with np.array(tensor), which numpy 2 warns about
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 

@@ -39,7 +39,6 @@ from zarchive.errors import (
 from zarchive.torchutil import ConfiguredModel, set_config_class
 from zarchive.zanj import ZanjArchive, is_zanj_file, open_zanj
 
-
 # ZANJ (through muutils) converts tensors with np.array(tensor), which numpy 2 warns about
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
 
