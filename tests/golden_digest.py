@@ -91,7 +91,7 @@ class _Describer:
             self._keep.append(x)
         return self._objects[id(x)]
 
-    def value(self, x: Any) -> Any:  # noqa: C901 - one dispatch table
+    def value(self, x: Any) -> Any:
         t = type(x)
         if x is None or t is bool or t is str:
             return x
@@ -135,7 +135,10 @@ class _Describer:
             items = [self.value(v) for v in x]
             return {"type": type_name(x), "items": sorted(items, key=_sort_key)}
         if t in (dict, OrderedDict, defaultdict):
-            out: dict[str, Any] = {"type": type_name(x), "items": [[self.value(k), self.value(v)] for k, v in x.items()]}
+            out: dict[str, Any] = {
+                "type": type_name(x),
+                "items": [[self.value(k), self.value(v)] for k, v in x.items()],
+            }
             if t is defaultdict:
                 factory = x.default_factory
                 out["default_factory"] = None if factory is None else factory.__name__

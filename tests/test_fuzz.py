@@ -314,7 +314,7 @@ def _fit_sizes(parts: Parts, name: str) -> None:
         for k, info in header.items():
             if k != "__metadata__":
                 begin, end = info["data_offsets"]
-                if 0 <= begin <= end and 8 + n + end <= len(content):
+                if type(begin) is int and type(end) is int and 0 <= begin <= end and 8 + n + end <= len(content):
                     entries[k] = (8 + n + begin, end - begin)
     except (struct.error, ValueError, TypeError, KeyError, AttributeError):
         pass

@@ -17,11 +17,11 @@ from collections import OrderedDict, defaultdict
 from pathlib import Path
 from typing import Any
 
+import golden_models as gm
 import numpy as np
 import pandas as pd
 import torch
 
-import golden_models as gm
 import zarchive
 
 
@@ -110,7 +110,11 @@ def python_types() -> dict[str, Any]:
         "time": dt.time(23, 59, 59, 999999),
         "time_tz": dt.time(8, 0, tzinfo=dt.timezone(dt.timedelta(hours=-3))),
         "timedelta": dt.timedelta(days=-1, seconds=5, microseconds=7),
-        "paths": [pathlib.PurePosixPath("a/b.txt"), pathlib.PureWindowsPath("C:\\data\\x.csv"), pathlib.PosixPath("/tmp/x")],
+        "paths": [
+            pathlib.PurePosixPath("a/b.txt"),
+            pathlib.PureWindowsPath("C:\\data\\x.csv"),
+            pathlib.PosixPath("/tmp/x"),
+        ],
         "enum": gm.Color.GREEN,
         "int_enum": gm.Level.HIGH,
         "flag": gm.Perm.R | gm.Perm.W,
@@ -155,10 +159,17 @@ def numpy_arrays() -> dict[str, Any]:
         "shared_a": shared,
         "shared_b": shared,
         "scalars": {
-            "f32": np.float32(1.5), "f64_nan": np.float64("nan"), "i64": np.int64(-3), "u64": np.uint64(2**64 - 1),
-            "bool": np.bool_(True), "c64": np.complex64(1 - 1j), "str": np.str_("h\u00e9llo"), "bytes": np.bytes_(b"ab"),
-            "dt64": np.datetime64("2024-01-01", "D"), "td64": np.timedelta64(5, "ms"),
-        },  # fmt: skip
+            "f32": np.float32(1.5),
+            "f64_nan": np.float64("nan"),
+            "i64": np.int64(-3),
+            "u64": np.uint64(2**64 - 1),
+            "bool": np.bool_(True),
+            "c64": np.complex64(1 - 1j),
+            "str": np.str_("h\u00e9llo"),
+            "bytes": np.bytes_(b"ab"),
+            "dt64": np.datetime64("2024-01-01", "D"),
+            "td64": np.timedelta64(5, "ms"),
+        },
         "dtypes": [np.dtype("<f4"), np.dtype(">i2"), np.dtype("M8[ns]"), np.dtype("U3"), np.dtype(object)],
     }
 
@@ -207,9 +218,7 @@ def tensor_root() -> torch.Tensor:
 
 def pandas_values() -> dict[str, Any]:
     n = 6
-    rows = pd.MultiIndex.from_arrays(
-        [["a", "a", "b", "b", "c", "c"], [1, 2, 1, 2, 1, 2]], names=["group", "rep"]
-    )
+    rows = pd.MultiIndex.from_arrays([["a", "a", "b", "b", "c", "c"], [1, 2, 1, 2, 1, 2]], names=["group", "rep"])
     frame = pd.DataFrame(
         {
             "int": np.arange(n, dtype=np.int64),
@@ -217,7 +226,9 @@ def pandas_values() -> dict[str, Any]:
             "str": pd.array(["x", "y", None, "z", "w\u00e9", "v"], dtype="str"),
             "string": pd.array(["p", None, "q", "r", "s", "t"], dtype="string"),
             "object": pd.array([1, "a", None, 2.5, (1, 2), np.nan], dtype=object),
-            "category": pd.Categorical(["lo", "hi", "lo", "mid", "hi", "lo"], categories=["lo", "mid", "hi"], ordered=True),
+            "category": pd.Categorical(
+                ["lo", "hi", "lo", "mid", "hi", "lo"], categories=["lo", "mid", "hi"], ordered=True
+            ),
             "nullable_int": pd.array([1, None, 3, 4, None, 6], dtype="Int64"),
             "nullable_bool": pd.array([True, False, None, True, True, False], dtype="boolean"),
             "datetime": pd.date_range("2024-01-01", periods=n, freq="D"),
@@ -291,9 +302,13 @@ def registered_class() -> dict[str, Any]:
 def dataclasses_values() -> dict[str, Any]:
     return {
         "config": gm.TrainConfig(
-            name="golden", lr=3e-4, layers=[2, 4, 8], weights=np.arange(300, dtype=np.float32) / 7,
-            start=gm.Point(1.0, -2.0), color=gm.Color.GREEN,
-        ),  # fmt: skip
+            name="golden",
+            lr=3e-4,
+            layers=[2, 4, 8],
+            weights=np.arange(300, dtype=np.float32) / 7,
+            start=gm.Point(1.0, -2.0),
+            color=gm.Color.GREEN,
+        ),
         "record": gm.Record(step=3, loss=0.25, where=gm.Point(0.5, 0.5), tags=("a", "b")),
         "pair": gm.Pair(1),
         "span": gm.Span(start=0, stop=10),

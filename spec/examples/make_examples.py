@@ -32,10 +32,10 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "tests"))
 
-import zarchive  # noqa: E402
-from golden_digest import describe  # noqa: E402
+import example_builders as builders
+from golden_digest import describe
 
-import example_builders as builders  # noqa: E402  (the objects)
+import zarchive
 
 VARIANTS: dict[str, dict[str, Any]] = {"": {"compress": True}, ".uncompressed": {"compress": False}}
 
@@ -102,8 +102,10 @@ def write_example(ex: Example, variant: str, out_dir: Path) -> Path:
     if ex.roundtrip_exact:
         saved = describe(obj)
         if saved != value:
-            raise SystemExit(f"{path.name}: the value read back differs from the value saved:\n"
-                             f"saved: {json.dumps(saved)[:3000]}\nread:  {json.dumps(value)[:3000]}")
+            raise SystemExit(
+                f"{path.name}: the value read back differs from the value saved:\n"
+                f"saved: {json.dumps(saved)[:3000]}\nread:  {json.dumps(value)[:3000]}"
+            )
     with zarchive.open(path) as arc:
         members = {name: entry["codec"] for name, entry in arc.members.items()}
     expected = {
@@ -124,7 +126,9 @@ def pretty_json(value: Any, indent: str = "") -> str:
         return flat
     inner = indent + " "
     if isinstance(value, dict):
-        body = [f"{inner}{json.dumps(k, ensure_ascii=False)}: {pretty_json(v, inner).lstrip()}" for k, v in value.items()]
+        body = [
+            f"{inner}{json.dumps(k, ensure_ascii=False)}: {pretty_json(v, inner).lstrip()}" for k, v in value.items()
+        ]
         return "{\n" + ",\n".join(body) + "\n" + indent + "}"
     body = [inner + pretty_json(v, inner).lstrip() for v in value]
     return "[\n" + ",\n".join(body) + "\n" + indent + "]"

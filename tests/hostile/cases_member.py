@@ -207,6 +207,9 @@ def member_cases(base: Callable[[], Parts], with_root: Callable[..., bytes]) -> 
 
     case("bomb_safetensors_declared_huge", "FormatError", "does not fill the member", st_bomb)
     case("bomb_declared_over_limit", "UnsafeArchiveError", "over the limit", _over_limit(base))
+    case("bomb_declared_large_frame_small", "IntegrityError|UnsafeArchiveError",
+         "decompressed to 1024 bytes, the metadata declares|more than this process can allocate",
+         _declared_large(base))
     return cases
 
 
@@ -214,6 +217,21 @@ def _lst_nbytes(base: Callable[[], Parts], nbytes: int) -> bytes:
     p = base()
     p.manifest["root"]["lst"]["nbytes"] = nbytes
     return pack(p)
+
+
+def _declared_large(base: Callable[[], Parts]) -> Callable[[], bytes]:
+    """A bytes node and its metadata agree on 3 GiB (under the 4 GiB default limit); the frame holds 1 KiB."""
+    def build() -> bytes:
+        p = base()
+        p.members["blob.bin.zst"] = p.members.pop("blob.bin")
+        p.manifest["root"]["blob"].update({"$ref": "blob.bin.zst", "nbytes": 3 * GiB})
+
+        def meta(m: dict[str, Any]) -> None:
+            m["members"]["blob.bin.zst"]["size"] = 3 * GiB
+
+        return pack(p, stored={"blob.bin.zst": zstd_frame(rle=(0, 1024), content_size=None)}, meta_edit=meta)
+
+    return build
 
 
 def _over_limit(base: Callable[[], Parts]) -> Callable[[], bytes]:

@@ -169,18 +169,24 @@ def write_archive(
 
 
 def atomic_write(path: str, write: Callable[[BinaryIO], None], *, durable: bool = True) -> None:
-    """Run `write` on a temporary file beside `path`, then move it over `path`."""
+    """Run `write` on a temporary file beside `path`, then move it over `path`.
+
+    The temporary file is `.<name>.<random>.zarc-tmp` (<name>: the target's file name, cut to 100
+    characters so the temporary name stays within the file system's limit). It is removed if anything
+    fails, including KeyboardInterrupt; only a process killed outright (SIGKILL, power loss) leaves it
+    behind, and the target is then still the complete previous file.
+    """
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".zarc-tmp", dir=directory)
+    prefix = "." + os.path.basename(path)[:100] + "."
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".zarc-tmp", dir=directory)
     try:
         with os.fdopen(fd, "w+b", buffering=1 << 20) as f:
             write(f)
+            os.fchmod(f.fileno(), _default_mode(path))  # before fsync, so the mode is durable too
             f.flush()
             if durable:
                 os.fsync(f.fileno())
-            mode = _default_mode(path)
-            os.fchmod(f.fileno(), mode)
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -97,7 +97,12 @@ def _chunks(data: memoryview | bytes, expected_size: int, member: str) -> Iterat
 def decompress_bounded(data: memoryview | bytes, expected_size: int, *, member: str) -> bytearray:
     """Decompress one zstd frame that must yield exactly `expected_size` bytes, straight into a
     buffer of that size (the caller has already checked the size against its limits)."""
-    out = bytearray(expected_size)
+    try:
+        out = bytearray(expected_size)  # zero pages: memory is only used as the frame fills them
+    except MemoryError:
+        raise UnsafeArchiveError(
+            f"declares {expected_size} decompressed bytes, more than this process can allocate", member=member
+        ) from None
     view = memoryview(out)
     pos = 0
     extra = b""
