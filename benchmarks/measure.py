@@ -24,10 +24,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DROP_CACHES = "/proc/sys/vm/drop_caches"
 
 
-def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+def timed(fn: Callable[..., Any], *args: Any) -> tuple[float, Any]:
     gc.collect()
     t0 = time.perf_counter()
-    out = fn()
+    out = fn(*args)
     return time.perf_counter() - t0, out
 
 
@@ -43,6 +43,41 @@ def drop_caches() -> None:
     os.sync()
     with open(DROP_CACHES, "w") as f:
         f.write("3\n")
+
+
+_WARM_BUF = bytearray(8 << 20)
+
+
+def warm_file(path: str) -> None:
+    """Read a file once so its pages are in the page cache right before a timed warm read.
+
+    Some VMs page out memory that has not been touched for a few seconds (DAMON `pageout` schemes,
+    see /sys/kernel/mm/damon): without this, a file written earlier in the round may already be
+    partly evicted, and "warm" reads would hit the disk at random."""
+    view = memoryview(_WARM_BUF)
+    with open(path, "rb", buffering=0) as f:
+        while f.readinto(view):
+            pass
+
+
+def damon_pageout() -> str | None:
+    """A description of an active DAMON pageout scheme on this machine, if there is one."""
+    base = "/sys/kernel/mm/damon/admin/kdamonds"
+    try:
+        for kd in os.listdir(base):
+            if not kd.isdigit():
+                continue
+            with open(f"{base}/{kd}/state") as f:
+                if f.read().strip() != "on":
+                    continue
+            for root, _dirs, files in os.walk(f"{base}/{kd}/contexts"):
+                if "action" in files:
+                    with open(os.path.join(root, "action")) as f:
+                        if f.read().strip() == "pageout":
+                            return "DAMON pages out memory left untouched for a few seconds"
+    except OSError:
+        return None
+    return None
 
 
 def prefault(nbytes: int) -> None:
@@ -87,7 +122,7 @@ def run_probe(args: list[str], timeout: float) -> tuple[list[dict[str, Any]], st
     """Run `probe.py args` in a fresh interpreter; its JSON lines, and an error text if it failed."""
     cmd = [sys.executable, os.path.join(HERE, "probe.py"), *args]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=HERE)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=HERE, check=False)
     except subprocess.TimeoutExpired as e:
         out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
         return _json_lines(out), f"timed out after {timeout:.0f} s"
@@ -163,6 +198,7 @@ def machine(workdir: str) -> dict[str, Any]:
         "ram_gb": round(total_ram() / 2**30, 1),
         "kernel": platform.release(),
         "fs": filesystem(workdir),
+        "reclaim": damon_pageout(),
         "versions": versions(),
     }
 
@@ -197,5 +233,9 @@ def raw_io(workdir: str, nbytes: int, reps: int) -> dict[str, float]:
         if rep:
             r.append(time.perf_counter() - t0)
     os.unlink(path)
-    return {"bytes": len(buf), "write": statistics.median(w_plain), "write_fsync": statistics.median(w_sync),
-            "read": statistics.median(r)}  # fmt: skip
+    return {
+        "bytes": len(buf),
+        "write": statistics.median(w_plain),
+        "write_fsync": statistics.median(w_sync),
+        "read": statistics.median(r),
+    }

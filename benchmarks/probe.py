@@ -1,8 +1,8 @@
 """Measurements that need a fresh process; run by run.py, one JSON object per output line.
 
-    probe.py rss  WORKLOAD 'TOOL|..' 'PATH|..' [--quick]   memory of reading each PATH with its TOOL
-    probe.py zanj WORKLOAD PATH [--quick]        one zanj save and one read (zanj is slow: run.py
-                                                 time-limits this process)
+probe.py rss  WORKLOAD 'TOOL|..' 'PATH|..' [--quick]   memory of reading each PATH with its TOOL
+probe.py zanj WORKLOAD PATH [--quick]        one zanj save and one read (zanj is slow: run.py
+                                             time-limits this process)
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ def rss(args: argparse.Namespace) -> None:
     import pandas  # noqa: F401
     import safetensors.torch  # noqa: F401
     import torch  # noqa: F401
-
-    import zarchive  # noqa: F401
     from tools import by_name
     from workloads import workloads
+
+    import zarchive  # noqa: F401
 
     w = workloads(args.quick)[args.workload]
     if w.kind == "model":

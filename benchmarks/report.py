@@ -164,25 +164,34 @@ def notes(workloads: list[dict[str, Any]]) -> list[str]:
 def render(info: dict[str, Any], raw: dict[str, float], workloads: list[dict[str, Any]], s: dict[str, Any]) -> str:
     v = info["versions"]
     mb = raw["bytes"] / 1e6
-    cache = "cold (page cache dropped before each read)" if s["cold"] else (
-        "warm (the file was just written; " + ("--cold drops the page cache)" if s["cold_possible"] else
-                                                "dropping the page cache needs root)"))  # fmt: skip
+    if s["cold"]:
+        cache = "cold (page cache dropped before each read)"
+    else:
+        how = "--cold drops the page cache instead" if s["cold_possible"] else "dropping the page cache needs root"
+        cache = f"warm (each file is read through once right before its timed read; {how})"
+    usable = f" ({info['usable_cores']} usable by this process)" if info["usable_cores"] != info["cores"] else ""
+    reclaim = f"; note: {info['reclaim']}" if info.get("reclaim") else ""
+    busy = " -- **the machine was busy: expect noise**" if max(s["load"]) > 0.75 * (info["cores"] or 1) else ""
+    quick = " (--quick: smaller workloads)" if s["quick"] else ""
+    disk = ", ".join(
+        f"{label} {raw[k]:.3f} s ({mb / raw[k]:.0f} MB/s)"
+        for label, k in (("write", "write"), ("write+fsync", "write_fsync"), ("read", "read"))
+    )
     lines = [
         "# zarchive benchmarks",
         "",
         f"- date: {s['date']}; total run time {s['elapsed_s']:.0f} s",
-        f"- machine: {info['cpu']}, {info['cores']} cores"
-        + (f" ({info['usable_cores']} usable by this process)" if info["usable_cores"] != info["cores"] else "")
-        + f", {info['ram_gb']} GB RAM, Linux {info['kernel']}, "
-        f"files on {info['fs']}",
+        (
+            f"- machine: {info['cpu']}, {info['cores']} cores{usable}, {info['ram_gb']} GB RAM, "
+            f"Linux {info['kernel']}, files on {info['fs']}{reclaim}"
+        ),
         "- versions: " + ", ".join(f"{k} {val}" for k, val in v.items()),
-        f"- medians of {s['reps']} runs after one warm-up run{' (--quick: smaller workloads)' if s['quick'] else ''};"
-        f" tools alternate within each run; reads are {cache}",
-        f"- load average (1, 5, 15 min) before: {s['load'][:3]}, after: {s['load'][3:]}"
-        + (" -- **the machine was busy: expect noise**" if max(s["load"]) > 0.75 * (info["cores"] or 1) else ""),
-        f"- raw disk reference for {mb:.0f} MB: write {raw['write']:.3f} s ({mb / raw['write']:.0f} MB/s), "
-        f"write+fsync {raw['write_fsync']:.3f} s ({mb / raw['write_fsync']:.0f} MB/s), "
-        f"read {raw['read']:.3f} s ({mb / raw['read']:.0f} MB/s)",
+        (
+            f"- medians of {s['reps']} runs after one warm-up run{quick}; tools alternate within each run; "
+            f"reads are {cache}"
+        ),
+        f"- load average (1, 5, 15 min) before: {s['load'][:3]}, after: {s['load'][3:]}{busy}",
+        f"- raw disk reference for {mb:.0f} MB: {disk}",
         "",
         "## Workloads",
         "",
@@ -207,10 +216,14 @@ def render(info: dict[str, Any], raw: dict[str, float], workloads: list[dict[str
         *notes(workloads),
         "- save: durable (each peer's file and folder are fsync'd, as zarchive's save does by default).",
         "- read: load everything; read+touch: then read every byte of the result (mapped files fault in here).",
-        "- one tensor: open the file and fetch + touch one mid-sized tensor (zarchive.open()[key], "
-        "safe_open().get_tensor, torch.load(mmap=True)[key], np.load()[key]).",
-        "- peak/anon RSS: a fresh process reads and touches the file; growth of peak RSS and of RssAnon over its "
-        "RSS after imports. Mapped file pages count in peak RSS but not in anon RSS.",
+        (
+            "- one tensor: open the file and fetch + touch one mid-sized tensor (zarchive.open()[key], "
+            "safe_open().get_tensor, torch.load(mmap=True)[key], np.load()[key])."
+        ),
+        (
+            "- peak/anon RSS: a fresh process reads and touches the file; growth of peak RSS and of RssAnon over its "
+            "RSS after imports. Mapped file pages count in peak RSS but not in anon RSS."
+        ),
         "- zanj: one run in a time-limited subprocess (no repeats: it is slow).",
         "",
     ]

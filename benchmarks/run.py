@@ -23,7 +23,7 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from measure import (  # noqa: E402
+from measure import (
     can_drop_caches,
     drop_caches,
     machine,
@@ -31,10 +31,11 @@ from measure import (  # noqa: E402
     raw_io,
     run_probe,
     timed,
+    warm_file,
 )
-from report import METRICS, render  # noqa: E402
-from tools import Tool, tools_for, unsupported  # noqa: E402
-from workloads import Workload, nbytes, touch, workloads  # noqa: E402
+from report import METRICS, render
+from tools import Tool, tools_for, unsupported
+from workloads import Workload, nbytes, touch, workloads
 
 SLOW_S = 20.0  # a tool whose warm-up run takes longer than this is measured once, not N times
 PROBE_TIMEOUT = 120.0  # per tool, for the memory probes
@@ -52,6 +53,11 @@ def short_error(e: BaseException) -> str:
 
 def _file_name(tool: Tool) -> str:
     return "".join(c if c.isalnum() else "_" for c in tool.name) + tool.ext
+
+
+def _lazy_and_touch(t: Tool, path: str, key: str) -> int:
+    assert t.lazy is not None
+    return touch(t.lazy(path, key))
 
 
 class WorkloadBench:
@@ -142,9 +148,8 @@ class WorkloadBench:
         for t in order:
             if t.save is None or t.name in self.broken or self._skip(t, rep):
                 continue
-            save, p = t.save, self.paths[t.name]
             try:
-                secs, _ = timed(lambda: save(obj, p))
+                secs, _ = timed(t.save, obj, self.paths[t.name])
             except Exception as e:  # noqa: BLE001
                 self.broken[t.name] = f"fails: {short_error(e)}"
                 log(f"{self.w.name}: {t.name} cannot save: {self.broken[t.name]}")
@@ -157,9 +162,8 @@ class WorkloadBench:
         for t in order:
             if t.read is None or not self.usable(t, "read") or self._skip(t, rep):
                 continue
-            if self.cold:
-                drop_caches()
             read, p = t.read, self.path(t)
+            drop_caches() if self.cold else warm_file(p)
             gc.collect()
             try:
                 t0 = time.perf_counter()
@@ -182,11 +186,10 @@ class WorkloadBench:
         for t in order:
             if key is None or t.lazy is None or not self.usable(t, "lazy") or self._skip(t, rep):
                 continue
-            if self.cold:
-                drop_caches()
-            lazy, p = t.lazy, self.path(t)
+            p = self.path(t)
+            drop_caches() if self.cold else warm_file(p)
             try:
-                secs, _ = timed(lambda: touch(lazy(p, key)))
+                secs, _ = timed(_lazy_and_touch, t, p, key)
             except Exception as e:  # noqa: BLE001
                 self.fail(t, "lazy", f"fails: {short_error(e)}")
                 continue
@@ -216,8 +219,7 @@ class WorkloadBench:
             self.fail(t, "touch", f"read {why}")
 
     def _memory_probes(self) -> None:
-        todo = [t for t in self.tools if t.read is not None and self.usable(t, "read")
-                and os.path.exists(self.path(t))]  # fmt: skip
+        todo = [t for t in self.tools if t.read is not None and self.usable(t, "read") and os.path.exists(self.path(t))]
         if not todo:
             return
         log(f"{self.w.name}: memory of fresh processes reading with {len(todo)} tools")
@@ -309,10 +311,15 @@ def main(argv: list[str] | None = None) -> int:
         results = [
             WorkloadBench(all_w[n], reps=reps, cold=args.cold, workdir=workdir, quick=args.quick).run() for n in names
         ]
-        settings = {"reps": reps, "quick": args.quick, "cold": args.cold, "cold_possible": can_drop_caches(),
-                    "elapsed_s": time.perf_counter() - started,
-                    "load": [round(x, 2) for x in (*load_before, *os.getloadavg())], "date": dt.datetime.now().astimezone().isoformat(
-                        timespec="seconds")}  # fmt: skip
+        settings = {
+            "reps": reps,
+            "quick": args.quick,
+            "cold": args.cold,
+            "cold_possible": can_drop_caches(),
+            "elapsed_s": time.perf_counter() - started,
+            "load": [round(x, 2) for x in (*load_before, *os.getloadavg())],
+            "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        }
         text = render(info, raw, results, settings)
         print(text)
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import torch
-
 from workloads import Workload, touch
 
 ZARCHIVE = "zarchive"
@@ -113,9 +112,15 @@ def _safetensors_tools(w: Workload) -> list[Tool]:
             return f.get_tensor(key)
 
     tools = [
-        Tool("safetensors", ".safetensors", _durable(lambda o, p: save_file(_state_dict(o), p)), load_file, one,
-             note="save_file + fsync / load_file / safe_open().get_tensor"),
-    ]  # fmt: skip
+        Tool(
+            "safetensors",
+            ".safetensors",
+            _durable(lambda o, p: save_file(_state_dict(o), p)),
+            load_file,
+            one,
+            note="save_file + fsync / load_file / safe_open().get_tensor",
+        ),
+    ]
     if w.kind == "model" and w.shape is not None:
         shape = w.shape
 
@@ -126,8 +131,17 @@ def _safetensors_tools(w: Workload) -> list[Tool]:
             model.load_state_dict(load_file(path))
             return model
 
-        tools.append(Tool("safetensors+init", ".safetensors", None, read_into_model, None, file_of="safetensors",
-                          note="build the model from its config, then load_state_dict(load_file())"))
+        tools.append(
+            Tool(
+                "safetensors+init",
+                ".safetensors",
+                None,
+                read_into_model,
+                None,
+                file_of="safetensors",
+                note="build the model from its config, then load_state_dict(load_file())",
+            )
+        )
     return tools
 
 
@@ -139,11 +153,24 @@ def _torch_tools(w: Workload) -> list[Tool]:
         return torch.load(path, mmap=True, weights_only=True)[key]
 
     return [
-        Tool("torch", ".pt", _durable(save), lambda p: torch.load(p, weights_only=True), None,
-             note="torch.save + fsync / torch.load(weights_only=True)"),
-        Tool("torch mmap", ".pt", None, lambda p: torch.load(p, mmap=True, weights_only=True), one,
-             file_of="torch", note="torch.load(mmap=True, weights_only=True)"),
-    ]  # fmt: skip
+        Tool(
+            "torch",
+            ".pt",
+            _durable(save),
+            lambda p: torch.load(p, weights_only=True),
+            None,
+            note="torch.save + fsync / torch.load(weights_only=True)",
+        ),
+        Tool(
+            "torch mmap",
+            ".pt",
+            None,
+            lambda p: torch.load(p, mmap=True, weights_only=True),
+            one,
+            file_of="torch",
+            note="torch.load(mmap=True, weights_only=True)",
+        ),
+    ]
 
 
 def _numpy_tools(w: Workload) -> list[Tool]:
@@ -164,8 +191,16 @@ def _numpy_tools(w: Workload) -> list[Tool]:
 def _pickle_tools(w: Workload) -> list[Tool]:
     import pandas as pd
 
-    return [Tool("pickle", ".pkl", _durable(lambda o, p: o.to_pickle(p)), pd.read_pickle, None,
-                 note="DataFrame.to_pickle + fsync / pd.read_pickle")]  # fmt: skip
+    return [
+        Tool(
+            "pickle",
+            ".pkl",
+            _durable(lambda o, p: o.to_pickle(p)),
+            pd.read_pickle,
+            None,
+            note="DataFrame.to_pickle + fsync / pd.read_pickle",
+        )
+    ]
 
 
 def zanj_read(path: str) -> Any:
@@ -181,8 +216,15 @@ def zanj_save(obj: Any, path: str) -> None:
     fsync_path(path)
 
 
-ZANJ_TOOL = Tool("zanj", ".zanj", zanj_save, zanj_read, None, out_of_process=True,
-                 note="one run only, in a time-limited subprocess (it is slow)")  # fmt: skip
+ZANJ_TOOL = Tool(
+    "zanj",
+    ".zanj",
+    zanj_save,
+    zanj_read,
+    None,
+    out_of_process=True,
+    note="one run only, in a time-limited subprocess (it is slow)",
+)
 
 
 def tools_for(w: Workload) -> list[Tool]:
@@ -201,9 +243,8 @@ def tools_for(w: Workload) -> list[Tool]:
 
 def unsupported(tool: Tool, w: Workload, obj: Any) -> str | None:
     """Why a tool cannot take part in a workload with this data (None: it can)."""
-    if tool.name == "np.savez" and isinstance(obj, dict):
-        if any(v.dtype == torch.bfloat16 for v in obj.values()):
-            return "numpy has no bfloat16"
+    if tool.name == "np.savez" and isinstance(obj, dict) and any(v.dtype == torch.bfloat16 for v in obj.values()):
+        return "numpy has no bfloat16"
     return None
 
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hostile.worker import Worker, payload
 
 import zarchive
-from hostile.worker import Worker, payload
 from zarchive.container.archive_writer import MemberPlan, choose_codecs
 from zarchive.container.names import collision_key, name_problem
 from zarchive.handlers.base import Handler
@@ -88,7 +88,9 @@ class BoomHandler(Handler):
     [
         pytest.param("none", lambda: {"a": {"b": [1, 2, {"c": object()}]}}, zarchive.SaveError, id="no-handler-deep"),
         pytest.param("save", lambda: {"deep": [{"x": Boom()}]}, zarchive.SaveError, id="handler-save-raises"),
-        pytest.param("write", lambda: {"big": np.ones(10_000), "x": Boom()}, zarchive.SaveError, id="member-data-raises"),
+        pytest.param(
+            "write", lambda: {"big": np.ones(10_000), "x": Boom()}, zarchive.SaveError, id="member-data-raises"
+        ),
         pytest.param("interrupt", lambda: {"x": Boom()}, KeyboardInterrupt, id="interrupted-mid-write"),
     ],
 )
@@ -133,7 +135,9 @@ def archives(worker: Worker, tmp_path_factory: pytest.TempPathFactory) -> dict[s
 
 
 @pytest.mark.parametrize("fraction", [0.0001, 0.3, 0.9, 0.999], ids=lambda f: f"limit-{f:.2%}-of-archive")
-def test_disk_full_leaves_previous_file(tmp_path: Path, worker: Worker, archives: dict[str, Any], fraction: float) -> None:
+def test_disk_full_leaves_previous_file(
+    tmp_path: Path, worker: Worker, archives: dict[str, Any], fraction: float
+) -> None:
     """RLIMIT_FSIZE makes writes past the limit fail with EFBIG, as a full disk fails them with ENOSPC."""
     target = tmp_path / "run.zarc"
     target.write_bytes(archives[0])
@@ -169,8 +173,10 @@ def test_sigkill_at_random_moments(tmp_path: Path, worker: Worker, archives: dic
         for name in leftovers(tmp_path, "run.zarc"):  # a temp file may survive SIGKILL; clean it ourselves
             (tmp_path / name).unlink()
             tmp_left += 1
-    print(f"kill test: {outcomes.count('old')} old, {outcomes.count('new')} new, {tmp_left} temp files left, "
-          f"full save {full:.3f}s")
+    print(
+        f"kill test: {outcomes.count('old')} old, {outcomes.count('new')} new, {tmp_left} temp files left, "
+        f"full save {full:.3f}s"
+    )
     assert len(outcomes) >= 30
     assert "old" in outcomes and "new" in outcomes, outcomes
     assert tmp_left >= 1  # some kills landed while the temp file was being written
@@ -226,8 +232,28 @@ def test_save_over_an_open_mapped_archive(tmp_path: Path) -> None:
 
 
 # --- the writer never produces what its reader rejects ------------------------------------------------
-HOSTILE_KEYS = ["..", ".", "", "a/b", "a\\b", "C:", "c:\\x", "x\x00y", "con", "NUL.txt", "name.", " ", "W", "w",
-                "\u00e9", "e\u0301", "\u202eevil", "$ref", "~1", "k" * 5000]
+HOSTILE_KEYS = [
+    "..",
+    ".",
+    "",
+    "a/b",
+    "a\\b",
+    "C:",
+    "c:\\x",
+    "x\x00y",
+    "con",
+    "NUL.txt",
+    "name.",
+    " ",
+    "W",
+    "w",
+    "\u00e9",
+    "e\u0301",
+    "\u202eevil",
+    "$ref",
+    "~1",
+    "k" * 5000,
+]
 
 
 def test_writer_names_from_hostile_keys(tmp_path: Path) -> None:
@@ -263,6 +289,54 @@ def test_writer_refuses_non_json_manifest_values(tmp_path: Path) -> None:
     with pytest.raises(zarchive.SaveError):
         zarchive.save({"x": 1}, tmp_path / "x.zarc", custom_settings={"lr": float("nan")})
     assert not (tmp_path / "x.zarc").exists() and list(tmp_path.iterdir()) == []
+
+
+class Raw:
+    """Saved by RawNodeHandler as whatever node it carries."""
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+
+
+class RawNodeHandler(Handler):
+    name = "test.raw"
+
+    def accepts(self, cls: type) -> bool:
+        return cls is Raw
+
+    def save(self, obj: Raw, ctx: Any) -> Any:
+        return {"$type": self.name, **obj.node}
+
+    def load(self, node: dict[str, Any], ctx: Any) -> Any:
+        return {k: v for k, v in node.items() if k != "$type"}
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        pytest.param({"v": float("nan")}, id="nan"),
+        pytest.param({"v": [1, float("inf")] + ["x" * 50] * 5}, id="inf-in-a-long-list"),
+        pytest.param({"v": object()}, id="object"),
+        pytest.param({"v": {(1, 2): "x" * 200}}, id="tuple-key"),
+    ],
+)
+def test_writer_refuses_nodes_that_are_not_json(tmp_path: Path, node: dict[str, Any]) -> None:
+    """A handler's node that JSON cannot carry (the reader would reject NaN tokens) is a SaveError,
+    and nothing is written."""
+    with pytest.raises(zarchive.SaveError, match="not be JSON"):
+        zarchive.ZArchive(handlers_pre=[RawNodeHandler()]).save({"a": Raw(node)}, tmp_path / "x.zarc")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_writer_writes_non_string_keys_as_json_does(tmp_path: Path) -> None:
+    """Keys JSON turns into strings (ints, floats, bools, None) come out quoted, in short and long nodes."""
+    node = {"short": {1: 2}, "long": {5: "x" * 200, 2.5: "y", True: "z", None: "n"}}
+    arc = zarchive.ZArchive(handlers_pre=[RawNodeHandler()])
+    arc.save({"a": Raw(node)}, tmp_path / "x.zarc")
+    assert arc.read(tmp_path / "x.zarc")["a"] == {
+        "short": {"1": 2},
+        "long": {"5": "x" * 200, "2.5": "y", "true": "z", "null": "n"},
+    }
 
 
 @pytest.mark.parametrize(

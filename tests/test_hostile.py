@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-
-import zarchive
 from hostile.craft import many_members
 from hostile.make_corpus import CASES, CORPUS_DIR, Case, expected_valid, write_corpus
 from hostile.worker import Worker
+
+import zarchive
 
 HOSTILE_DIR = os.path.dirname(CORPUS_DIR)
 ERROR_CASES = [c for c in CASES if c.error is not None]
@@ -115,8 +115,15 @@ def test_nothing_named_by_a_file_is_imported_or_executed(monkeypatch: pytest.Mon
     monkeypatch.syspath_prepend(HOSTILE_DIR)
     monkeypatch.delenv("ZARCHIVE_TRAP_IMPORTED", raising=False)
     monkeypatch.delenv("ZARCHIVE_HOSTILE_PWNED", raising=False)
-    for name in ("class_not_imported", "class_is_a_function", "class_is_popen", "class_dunder_walk",
-                 "npy_pickled_object", "npy_header_code", "unknown_handler"):
+    for name in (
+        "class_not_imported",
+        "class_is_a_function",
+        "class_is_popen",
+        "class_dunder_walk",
+        "npy_pickled_object",
+        "npy_header_code",
+        "unknown_handler",
+    ):
         with pytest.raises(zarchive.ZArchiveError):
             zarchive.read(corpus_file(name))
         browse(corpus_file(name))
@@ -127,7 +134,9 @@ def test_nothing_named_by_a_file_is_imported_or_executed(monkeypatch: pytest.Mon
 def test_the_trap_module_would_be_noticed() -> None:
     """Control for the test above: importing the trap module does leave its mark."""
     code = "import os, zarchive_hostile_trap; print(os.environ['ZARCHIVE_TRAP_IMPORTED'])"
-    out = subprocess.run([sys.executable, "-c", code], cwd=HOSTILE_DIR, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=HOSTILE_DIR, capture_output=True, text=True, timeout=60, check=False
+    )
     assert out.stdout.strip() == "1", out.stderr
 
 
@@ -194,7 +203,13 @@ def test_extract_never_writes_outside(worker: Worker, tmp_path: Path) -> None:
     reply = worker.call(op="extract", path=corpus_file("valid"), dest=str(root / "ok"), timeout=60)
     assert reply.get("rc") == 0, reply
     assert sorted(p.name for p in (root / "ok").iterdir()) == [
-        "arr.npy", "blob.bin", "lst.jsonl", "manifest.json", "metadata.json", "tensors.safetensors"]
+        "arr.npy",
+        "blob.bin",
+        "lst.jsonl",
+        "manifest.json",
+        "metadata.json",
+        "tensors.safetensors",
+    ]
     assert all(p.is_relative_to(root / "ok") for p in tmp_path.rglob("*") if p.is_file())
 
 
@@ -238,11 +253,12 @@ def read_damaged(data: bytes, original: Any, same: Callable[[Any, Any], None]) -
 
 
 @pytest.mark.parametrize("label", ["zstd", "plain"])
-def test_truncated_at_many_points(real_archives: dict[str, tuple[bytes, Any]], label: str, same: Any,
-                                  tmp_path: Path) -> None:
+def test_truncated_at_many_points(
+    real_archives: dict[str, tuple[bytes, Any]], label: str, same: Any, tmp_path: Path
+) -> None:
     data, original = real_archives[label]
     rng = random.Random(1)
-    cuts = sorted({*range(0, 200), *range(len(data) - 300, len(data)), *rng.sample(range(len(data)), 300)})
+    cuts = sorted({*range(200), *range(len(data) - 300, len(data)), *rng.sample(range(len(data)), 300)})
     outcomes = [read_damaged(data[:cut], original, same) for cut in cuts]
     assert outcomes.count("error") == len(cuts)  # a zip read from its end cannot survive losing bytes
     path = tmp_path / "cut.zarc"

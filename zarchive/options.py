@@ -82,6 +82,7 @@ class Settings:
         return {
             "codec": "zstd",
             "level": self.compress_level,
-            "policy": ".jsonl members always; .npy, .safetensors and .bin members only where zstd shrinks "
-            "a 1 MiB sample of their data to 85% or less; manifest.json and metadata.json never",
+            "policy": ".jsonl members always; float/complex arrays and tensors never (they stay mappable); "
+            "other .npy, .safetensors and .bin members where zstd shrinks a 1 MiB sample of their data "
+            "to 85% or less; manifest.json and metadata.json never",
         }

@@ -3,14 +3,15 @@
 Everything here is written from the format's description, not with zarchive's writer, so a corpus file
 stays byte-identical whatever the library does, and every field can be made to lie:
 
-- `zstd_frame`: zstd frames assembled by hand from raw and RLE blocks (a 1 GiB bomb is 32 KiB), with
-  any content-size field, or none;
 - `build_zip`: a zip from `ZEntry`s whose names, sizes, CRCs, flags and offsets can all be overridden,
   plus extra central-directory records pointing anywhere;
 - `pack` / `unpack`: a whole archive from a manifest and member contents, with the metadata table
   (sizes, CRCs, per-entry checksums) computed so that damage planted in a deeper layer gets past the
   integrity checks;
-- `zip_fields`: every header field of a zip, for structure-aware fuzzing.
+- `zip_fields`: every header field of a zip, for structure-aware fuzzing;
+- `many_members`: an archive of hundreds of thousands of empty members, built fast.
+
+Member formats (zstd frames, .npy, .safetensors) are built in `formats`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from hostile.formats import zstd_frame
 
 LOCAL_SIG, CENTRAL_SIG, EOCD_SIG = 0x04034B50, 0x02014B50, 0x06054B50
 ZIP64_EOCD_SIG, ZIP64_LOCATOR_SIG = 0x06064B50, 0x07064B50
@@ -40,77 +43,6 @@ BASE_META: dict[str, Any] = {
 
 def crc_hex(data: bytes) -> str:
     return f"{zlib.crc32(data) & 0xFFFFFFFF:08x}"
-
-
-# --- zstd frames by hand -------------------------------------------------------------------------
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-ZSTD_BLOCK = 128 * 1024
-
-
-def _block(kind: int, size: int, body: bytes, last: bool) -> bytes:
-    header = (size << 3) | (kind << 1) | int(last)
-    return header.to_bytes(3, "little") + body
-
-
-def zstd_frame(data: bytes = b"", *, rle: tuple[int, int] | None = None,
-               content_size: int | None = -1, window_log: int = 17) -> bytes:
-    """A zstd frame holding `data` in raw blocks, then `rle=(byte, count)` bytes in RLE blocks (a bomb:
-    128 KiB per 4-byte block). content_size: -1 writes the true size, None omits the field, any other
-    value is written as is (a lie)."""
-    blocks: list[tuple[int, int, bytes]] = [(0, len(c), c) for c in
-                                            (data[i : i + ZSTD_BLOCK] for i in range(0, len(data), ZSTD_BLOCK))]
-    if rle is not None:
-        byte, count = rle
-        for i in range(0, count, ZSTD_BLOCK):
-            blocks.append((1, min(ZSTD_BLOCK, count - i), bytes([byte])))
-    blocks = blocks or [(0, 0, b"")]
-    true_size = len(data) + (rle[1] if rle else 0)
-    size_field = true_size if content_size == -1 else content_size
-    if size_field is None:
-        fhd, fcs = 0x00, b""
-    else:
-        fhd, fcs = 0xC0, struct.pack("<Q", size_field)  # 8-byte content size, not single-segment
-    window = bytes([(window_log - 10) << 3])
-    body = b"".join(_block(k, n, b, i == len(blocks) - 1) for i, (k, n, b) in enumerate(blocks))
-    return ZSTD_MAGIC + bytes([fhd]) + window + fcs + body
-
-
-# --- member formats --------------------------------------------------------------------------------
-def npy_bytes(descr: Any, shape: tuple[int, ...], data: bytes, *, fortran: bool = False,
-              header_text: str | None = None, pad_to: int = 64) -> bytes:
-    """An .npy (version 1.0) member; `header_text` replaces the dict literal verbatim."""
-    text = header_text if header_text is not None else (
-        f"{{'descr': {descr!r}, 'fortran_order': {fortran}, 'shape': {tuple(shape)!r}, }}")
-    text += " " * ((-(10 + len(text) + 1)) % pad_to) + "\n"
-    raw = text.encode("latin1")
-    if len(raw) < 0x10000:
-        return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(raw)) + raw + data
-    return b"\x93NUMPY\x02\x00" + struct.pack("<I", len(raw)) + raw + data
-
-
-def safetensors_bytes(tensors: list[tuple[str, str, list[int], bytes]], *, header: Any = None,
-                      length: int | None = None) -> tuple[bytes, dict[str, tuple[int, int]]]:
-    """A .safetensors member and its checksum entries {label: (offset, size)}.
-
-    tensors: (key, dtype code, shape, data) laid out back to back; `header` replaces the JSON header;
-    `length` replaces the 8-byte header length.
-    """
-    if header is None:
-        header, off = {}, 0
-        for key, dtype, shape, data in tensors:
-            header[key] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(data)]}
-            off += len(data)
-    text = json.dumps(header, separators=(",", ":")).encode() if not isinstance(header, bytes) else header
-    text += b" " * ((-(8 + len(text))) % 64)
-    head = struct.pack("<Q", len(text) if length is None else length) + text
-    entries = {"$header": (0, len(head))}
-    pos = len(head)
-    body = b""
-    for key, _, _, data in tensors:
-        entries[key] = (pos, len(data))
-        pos += len(data)
-        body += data
-    return head + body, entries
 
 
 # --- zip at byte level -----------------------------------------------------------------------------
@@ -162,23 +94,57 @@ def _local(e: ZEntry, extra: bytes) -> bytes:
     crc = zlib.crc32(e.data) if e.crc is None else e.crc
     lcrc = crc if e.local_crc is None else e.local_crc
     name = e.raw_name if e.local_name is None else e.local_name
-    return struct.pack("<IHHHHHIIIHH", LOCAL_SIG, 20, e.flag_bits, e.method, 0, 0x21, lcrc, lsize, lsize,
-                       len(name), len(extra)) + name + extra
+    return (
+        struct.pack(
+            "<IHHHHHIIIHH", LOCAL_SIG, 20, e.flag_bits, e.method, 0, 0x21, lcrc, lsize, lsize, len(name), len(extra)
+        )
+        + name
+        + extra
+    )
 
 
 def central(r: CDRecord) -> bytes:
     usize = r.size if r.usize is None else r.usize
-    return struct.pack("<IHHHHHHIIIHHHHHII", CENTRAL_SIG, 0x314, 20, r.flags, r.method, 0, 0x21, r.crc,
-                       r.size, usize, len(r.name), len(r.extra), 0, 0, 0, 0o100644 << 16, r.offset) + r.name + r.extra
+    return (
+        struct.pack(
+            "<IHHHHHHIIIHHHHHII",
+            CENTRAL_SIG,
+            0x314,
+            20,
+            r.flags,
+            r.method,
+            0,
+            0x21,
+            r.crc,
+            r.size,
+            usize,
+            len(r.name),
+            len(r.extra),
+            0,
+            0,
+            0,
+            0o100644 << 16,
+            r.offset,
+        )
+        + r.name
+        + r.extra
+    )
 
 
 def eocd(count: int, cd_size: int, cd_offset: int, *, disk: int = 0, comment: bytes = b"") -> bytes:
     return struct.pack("<IHHHHIIH", EOCD_SIG, disk, disk, count, count, cd_size, cd_offset, len(comment)) + comment
 
 
-def build_zip(entries: list[ZEntry], *, cd_order: list[int] | None = None, extra_cd: list[CDRecord] = (),
-              tamper_cd: Callable[[list[CDRecord]], list[CDRecord]] | None = None,
-              prefix: bytes = b"", suffix: bytes = b"", count: int | None = None) -> bytes:
+def build_zip(
+    entries: list[ZEntry],
+    *,
+    cd_order: list[int] | None = None,
+    extra_cd: list[CDRecord] = (),
+    tamper_cd: Callable[[list[CDRecord]], list[CDRecord]] | None = None,
+    prefix: bytes = b"",
+    suffix: bytes = b"",
+    count: int | None = None,
+) -> bytes:
     """A zip of `entries` (data aligned like zarchive's); the central directory lists `cd_order`
     (default: all, in order), then `extra_cd`; `tamper_cd` may rewrite the records before writing."""
     out = bytearray(prefix)
@@ -221,26 +187,45 @@ def dumps(value: Any) -> bytes:
 
 
 def metadata_table(parts: Parts, manifest_bytes: bytes, stored: dict[str, bytes]) -> dict[str, Any]:
-    table: dict[str, Any] = {MANIFEST: {"codec": "none", "size": len(manifest_bytes),
-                                        "stored_size": len(manifest_bytes), "crc32": crc_hex(manifest_bytes)}}
+    table: dict[str, Any] = {
+        MANIFEST: {
+            "codec": "none",
+            "size": len(manifest_bytes),
+            "stored_size": len(manifest_bytes),
+            "crc32": crc_hex(manifest_bytes),
+        }
+    }
     for name, content in parts.members.items():
         raw = stored[name]
         if name.endswith(".zst"):
-            table[name] = {"codec": "zstd", "size": len(content), "stored_size": len(raw), "crc32": crc_hex(raw),
-                           "content_crc32": crc_hex(content)}
+            table[name] = {
+                "codec": "zstd",
+                "size": len(content),
+                "stored_size": len(raw),
+                "crc32": crc_hex(raw),
+                "content_crc32": crc_hex(content),
+            }
             continue
         info: dict[str, Any] = {"codec": "none", "size": len(content), "stored_size": len(raw), "crc32": crc_hex(raw)}
         ents = parts.entries.get(name)
         if ents:
-            info["entries"] = {label: {"offset": o, "size": s, "crc32": crc_hex(content[o : o + s])}
-                               for label, (o, s) in ents.items()}
+            info["entries"] = {
+                label: {"offset": o, "size": s, "crc32": crc_hex(content[o : o + s])} for label, (o, s) in ents.items()
+            }
         table[name] = info
     return table
 
 
-def pack(parts: Parts, *, manifest_bytes: bytes | None = None, stored: dict[str, bytes] | None = None,
-         meta_edit: Callable[[dict[str, Any]], None] | None = None, meta_bytes: bytes | None = None,
-         omit: tuple[str, ...] = (), names: dict[str, bytes] | None = None) -> bytes:
+def pack(
+    parts: Parts,
+    *,
+    manifest_bytes: bytes | None = None,
+    stored: dict[str, bytes] | None = None,
+    meta_edit: Callable[[dict[str, Any]], None] | None = None,
+    meta_bytes: bytes | None = None,
+    omit: tuple[str, ...] = (),
+    names: dict[str, bytes] | None = None,
+) -> bytes:
     """The archive's bytes. Checksums and sizes are computed from what is written, then `meta_edit`
     may plant lies in the metadata. `stored` gives a member's stored bytes verbatim (e.g. a bomb frame);
     `names` gives a member's raw zip name (e.g. one that is not valid UTF-8)."""
@@ -292,20 +277,51 @@ def unpack(data: bytes) -> Parts:
 
 
 # --- zip header fields, for structure-aware fuzzing -----------------------------------------------
-_LOCAL_FIELDS = [(4, 2, "version"), (6, 2, "flags"), (8, 2, "method"), (10, 2, "time"), (12, 2, "date"),
-                 (14, 4, "crc"), (18, 4, "csize"), (22, 4, "usize"), (26, 2, "name_len"), (28, 2, "extra_len")]
-_CENTRAL_FIELDS = [(4, 2, "made_by"), (6, 2, "version"), (8, 2, "flags"), (10, 2, "method"), (12, 2, "time"),
-                   (14, 2, "date"), (16, 4, "crc"), (20, 4, "csize"), (24, 4, "usize"), (28, 2, "name_len"),
-                   (30, 2, "extra_len"), (32, 2, "comment_len"), (34, 2, "disk"), (36, 2, "internal"),
-                   (38, 4, "external"), (42, 4, "offset")]
-_EOCD_FIELDS = [(4, 2, "disk"), (6, 2, "cd_disk"), (8, 2, "n_disk"), (10, 2, "n_total"), (12, 4, "cd_size"),
-                (16, 4, "cd_offset"), (20, 2, "comment_len")]
+_LOCAL_FIELDS = [
+    (4, 2, "version"),
+    (6, 2, "flags"),
+    (8, 2, "method"),
+    (10, 2, "time"),
+    (12, 2, "date"),
+    (14, 4, "crc"),
+    (18, 4, "csize"),
+    (22, 4, "usize"),
+    (26, 2, "name_len"),
+    (28, 2, "extra_len"),
+]
+_CENTRAL_FIELDS = [
+    (4, 2, "made_by"),
+    (6, 2, "version"),
+    (8, 2, "flags"),
+    (10, 2, "method"),
+    (12, 2, "time"),
+    (14, 2, "date"),
+    (16, 4, "crc"),
+    (20, 4, "csize"),
+    (24, 4, "usize"),
+    (28, 2, "name_len"),
+    (30, 2, "extra_len"),
+    (32, 2, "comment_len"),
+    (34, 2, "disk"),
+    (36, 2, "internal"),
+    (38, 4, "external"),
+    (42, 4, "offset"),
+]
+_EOCD_FIELDS = [
+    (4, 2, "disk"),
+    (6, 2, "cd_disk"),
+    (8, 2, "n_disk"),
+    (10, 2, "n_total"),
+    (12, 4, "cd_size"),
+    (16, 4, "cd_offset"),
+    (20, 2, "comment_len"),
+]
 
 
 def zip_fields(data: bytes) -> list[tuple[int, int, str]]:
     """(file offset, width, label) of every header field of a well-formed, non-zip64 archive."""
     eocd_at = data.rfind(struct.pack("<I", EOCD_SIG))
-    _, _, _, _, n, cd_size, cd_offset, _ = struct.unpack_from("<IHHHHIIH", data, eocd_at)
+    _, _, _, _, n, _, cd_offset, _ = struct.unpack_from("<IHHHHIIH", data, eocd_at)
     fields = [(eocd_at + o, w, f"eocd.{lbl}") for o, w, lbl in _EOCD_FIELDS]
     p = cd_offset
     for i in range(n):
@@ -323,8 +339,9 @@ def many_members(n: int, *, listed: bool) -> bytes:
     names = [f"m/{i:07d}.bin".encode() for i in range(n)]
     crc0 = zlib.crc32(b"")
     manifest = dumps({"format": "zarchive", "format_version": "1.0", "root": None})
-    table: dict[str, Any] = {MANIFEST: {"codec": "none", "size": len(manifest), "stored_size": len(manifest),
-                                        "crc32": crc_hex(manifest)}}
+    table: dict[str, Any] = {
+        MANIFEST: {"codec": "none", "size": len(manifest), "stored_size": len(manifest), "crc32": crc_hex(manifest)}
+    }
     if listed:
         empty = {"codec": "none", "size": 0, "stored_size": 0, "crc32": f"{crc0:08x}"}
         table.update((name.decode(), empty) for name in names)
@@ -332,16 +349,16 @@ def many_members(n: int, *, listed: bool) -> bytes:
     out = bytearray()
     records = []
     for name, data in [(MANIFEST.encode(), manifest), (METADATA.encode(), meta)]:
+        entry = ZEntry(name, data, align=1)
         records.append(CDRecord(name, len(out), len(data), zlib.crc32(data)))
-        out += struct.pack("<IHHHHHIIIHH", LOCAL_SIG, 20, 0, 0, 0, 0x21, zlib.crc32(data), len(data), len(data),
-                           len(name), 0) + name + data
+        out += _local(entry, b"") + data
     head = struct.pack("<IHHHHHIIIHH", LOCAL_SIG, 20, 0, 0, 0, 0x21, crc0, 0, 0, len(names[0]), 0)
-    cd_head = struct.pack("<IHHHHHHIIIHHHHHI", CENTRAL_SIG, 0x314, 20, 0, 0, 0, 0x21, crc0, 0, 0, len(names[0]),
-                          0, 0, 0, 0, 0o100644 << 16)
+    cd_head = central(CDRecord(names[0], 0, 0, crc0))[:42]  # all but the offset and the name
     base, step = len(out), len(head) + len(names[0])
     out += b"".join(head + name for name in names)
     cd = b"".join(central(r) for r in records) + b"".join(
-        cd_head + struct.pack("<I", base + i * step) + name for i, name in enumerate(names))
+        cd_head + struct.pack("<I", base + i * step) + name for i, name in enumerate(names)
+    )
     n_total = len(records) + n
     cd_offset = len(out)
     out += cd

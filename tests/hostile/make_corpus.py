@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 import sys
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,10 +24,16 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from hostile.cases_member import member_cases  # noqa: E402
-from hostile.craft import (  # noqa: E402
-    MANIFEST, METADATA, CDRecord, Parts, ZEntry, build_zip, npy_bytes, pack, safetensors_bytes, zstd_frame,
+from hostile.cases_member import member_cases
+from hostile.cases_zip import zip_cases
+from hostile.craft import (
+    MANIFEST,
+    METADATA,
+    Parts,
+    ZEntry,
+    pack,
 )
+from hostile.formats import npy_bytes, safetensors_bytes
 
 CORPUS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
 
@@ -71,15 +75,26 @@ def base() -> Parts:
     root = {
         "arr": {"$type": "numpy.ndarray", "$ref": "arr.npy", "dtype": "<f8", "shape": [40]},
         "lst": {"$type": "list", "$ref": "lst.jsonl.zst", "length": len(LIST), "nbytes": len(JSONL), "items": "plain"},
-        "t": {"$type": "torch.Tensor", "$ref": "tensors.safetensors", "key": "t", "dtype": "float32",
-              "shape": [4, 4], "device": "cpu"},
+        "t": {
+            "$type": "torch.Tensor",
+            "$ref": "tensors.safetensors",
+            "key": "t",
+            "dtype": "float32",
+            "shape": [4, 4],
+            "device": "cpu",
+        },
         "blob": {"$type": "bytes", "$ref": "blob.bin", "nbytes": len(BLOB)},
         "name": "ok",
     }
-    members = {"arr.npy": npy_bytes("<f8", ARR.shape, ARR.tobytes()), "lst.jsonl.zst": JSONL,
-               "tensors.safetensors": st, "blob.bin": BLOB}
-    return Parts({"format": "zarchive", "format_version": "1.0", "root": root}, members,
-                 {"tensors.safetensors": st_entries})
+    members = {
+        "arr.npy": npy_bytes("<f8", ARR.shape, ARR.tobytes()),
+        "lst.jsonl.zst": JSONL,
+        "tensors.safetensors": st,
+        "blob.bin": BLOB,
+    }
+    return Parts(
+        {"format": "zarchive", "format_version": "1.0", "root": root}, members, {"tensors.safetensors": st_entries}
+    )
 
 
 def with_root(root: Any, members: dict[str, bytes] | None = None, **kw: Any) -> bytes:
@@ -107,194 +122,88 @@ case("valid", None)(lambda: pack(base()))
 # --- not a zip at all ---------------------------------------------------------------------------------
 case("empty", "NotAZipError", "empty")(lambda: b"")
 case("text", "NotAZipError", "not a zip archive")(lambda: b"just some text, not an archive\n")
-case("git_lfs_pointer", "NotAZipError", "git-LFS pointer")(lambda: (
-    b"version https://git-lfs.github.com/spec/v1\n"
-    b"oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 12345\n"))
-case("html_error_page", "NotAZipError", "HTML")(lambda: (
-    b"<!DOCTYPE html>\n<html><head><title>404 Not Found</title></head><body>Not Found</body></html>\n"))
+case("git_lfs_pointer", "NotAZipError", "git-LFS pointer")(
+    lambda: (
+        b"version https://git-lfs.github.com/spec/v1\n"
+        b"oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 12345\n"
+    )
+)
+case("html_error_page", "NotAZipError", "HTML")(
+    lambda: b"<!DOCTYPE html>\n<html><head><title>404 Not Found</title></head><body>Not Found</body></html>\n"
+)
 case("gzip", "NotAZipError", "not a zip archive")(lambda: b"\x1f\x8b\x08\x00" + bytes(40))
 case("truncated_half", "NotAZipError", "truncated")(lambda: pack(base())[: len(pack(base())) // 2])
 case("truncated_last_byte", "NotAZipError", "")(lambda: pack(base())[:-1])
 case("appended_junk", "NotAZipError", "end-of-directory|does not end where")(lambda: pack(base()) + b"JUNK" * 8)
 case("prepended_script", "NotAZipError", "not a zip archive")(lambda: b"#!/bin/sh\nexit 0\n" + pack(base()))
 
-# --- zip structure ------------------------------------------------------------------------------------
-case("duplicate_exact", "UnsafeArchiveError", "duplicate member name")(
-    lambda: build_zip([*valid_entries(), ZEntry("arr.npy", b"second copy")]))
-case("duplicate_nfc", "UnsafeArchiveError", "duplicate member name")(
-    lambda: build_zip([*valid_entries(), ZEntry("caf\u00e9.bin", b"1"), ZEntry("cafe\u0301.bin", b"2")]))
-case("duplicate_casefold", "UnsafeArchiveError", "duplicate member name")(
-    lambda: build_zip([*valid_entries(), ZEntry("Arr.npy", b"shadow")]))
-
-
-@case("overlap_nested", "UnsafeArchiveError", "overlaps")
-def _overlap_nested() -> bytes:
-    # 'outer.bin' holds a whole local header + data; a second directory record points inside it
-    inner = build_zip([ZEntry("inner.bin", b"payload", align=1)])
-    inner_local = inner[: inner.index(b"payload") + 7]
-    entries = [*valid_entries(), ZEntry("outer.bin", inner_local, align=1)]
-    where = build_zip(entries).index(inner_local)
-    return build_zip(entries, extra_cd=[CDRecord(b"inner.bin", where, 7, zlib.crc32(b"payload"))])
-
-
-@case("overlap_shared_header", "UnsafeArchiveError", "local header names a different member")
-def _overlap_shared() -> bytes:
-    def tamper(records: list[CDRecord]) -> list[CDRecord]:
-        r = records[-1]
-        return [*records, CDRecord(b"alias.npy", r.offset, r.size, r.crc)]
-
-    return build_zip(valid_entries(), tamper_cd=tamper)
-
-
-def _lie(index_name: str, **fields: Any) -> Callable[[], bytes]:
-    def build() -> bytes:
-        entries = valid_entries()
-        for e in entries:
-            if e.name == index_name:
-                for k, v in fields.items():
-                    setattr(e, k, v)
-        return build_zip(entries)
-
-    return build
-
-
-case("local_header_size_lies", "UnsafeArchiveError", "local header sizes or CRC disagree")(
-    _lie("arr.npy", local_size=100))
-case("local_header_crc_lies", "UnsafeArchiveError", "local header sizes or CRC disagree")(
-    _lie("arr.npy", local_crc=0x12345678))
-case("local_header_other_name", "UnsafeArchiveError", "local header names a different member")(
-    _lie("arr.npy", local_name=b"arx.npy"))
-case("sizes_overrun_next_member", "UnsafeArchiveError", "overlaps|runs into")(_lie("arr.npy", size=100_000))
-case("compressed_uncompressed_differ", "UnsafeArchiveError", "sizes differ")(_lie("arr.npy", cd_usize=7))
-case("method_deflate", "UnsafeArchiveError", "compression method 8")(_lie("arr.npy", method=8))
-case("flag_encrypted", "UnsafeArchiveError", "encryption")(_lie("arr.npy", flags=0x1))
-case("flag_data_descriptor", "UnsafeArchiveError", "data descriptors")(_lie("arr.npy", flags=0x8))
-case("name_not_utf8", "UnsafeArchiveError", "not UTF-8")(lambda: build_zip([*valid_entries(), ZEntry(b"\xff\xfe.bin", b"x")]))
-
-
-@case("zip_crc_lies_everywhere", "IntegrityError", "do not match")
-def _crc_lies() -> bytes:
-    p = base()
-    bad = 0x0BADC0DE
-
-    def meta(m: dict[str, Any]) -> None:
-        m["members"]["blob.bin"]["crc32"] = f"{bad:08x}"
-
-    data = pack(p, meta_edit=meta)
-    good = zlib.crc32(BLOB).to_bytes(4, "little")
-    return data.replace(good, bad.to_bytes(4, "little"))  # in the local header and the directory
-
-
-@case("zip64_marker_without_locator", "NotAZipError", "zip64")
-def _zip64_no_locator() -> bytes:
-    data = bytearray(pack(base()))
-    at = data.rfind(b"PK\x05\x06")
-    data[at + 8 : at + 12] = b"\xff\xff\xff\xff"
-    return bytes(data)
-
-
-@case("member_count_over_limit", "UnsafeArchiveError", "more than the limit")
-def _too_many() -> bytes:
-    data = pack(base())
-    at = data.rfind(b"PK\x05\x06")
-    _, _, _, _, _, cd_size, cd_offset, _ = struct.unpack_from("<IHHHHIIH", data, at)
-    z64 = struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 45, 45, 0, 0, 5_000_000, 5_000_000, cd_size, cd_offset)
-    loc = struct.pack("<IIQI", 0x07064B50, 0, at, 1)
-    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
-    return data[:at] + z64 + loc + end
-
-
-@case("directory_count_lies", "NotAZipError", "too small|truncated")
-def _count_lies() -> bytes:
-    return build_zip(valid_entries(), count=60)
-
-
-@case("directory_trailing_bytes", "NotAZipError", "trailing bytes")
-def _cd_trailing() -> bytes:
-    return build_zip(valid_entries(), count=4)
-
-
-@case("multi_disk", "NotAZipError", "multi-disk")
-def _multi_disk() -> bytes:
-    data = bytearray(pack(base()))
-    at = data.rfind(b"PK\x05\x06")
-    data[at + 4 : at + 6] = b"\x01\x00"
-    return bytes(data)
-
-
-# --- member names that would escape an extraction directory ------------------------------------------
-_BAD_NAMES = {
-    "name_parent": ("../evil.npy", "'\\.\\.' path component"),
-    "name_parent_inner": ("a/../../evil.npy", "'\\.\\.' path component"),
-    "name_absolute": ("/tmp/evil.npy", "absolute path"),
-    "name_backslash": ("..\\..\\evil.npy", "backslash"),
-    "name_nul": ("evil.npy\x00.txt", "control character"),
-    "name_drive_letter": ("C:/Windows/evil.npy", "drive letter"),
-    "name_drive_relative": ("C:evil.npy", "drive letter"),
-    "name_colon_component": ("a/C:/evil.npy", "colon"),
-    "name_ntfs_stream": ("arr.npy:hidden", "colon"),
-    "name_dot_component": ("./arr2.npy", "'\\.' path component"),
-    "name_empty_component": ("a//b.npy", "'empty' path component"),
-    "name_trailing_slash": ("dir/", "'empty' path component"),
-}
-for _case, (_name, _match) in _BAD_NAMES.items():
-    def _bad_name(n: str = _name) -> bytes:
-        p = base()
-        p.members[n] = b"payload"
-        return pack(p)
-
-    case(_case, "UnsafeArchiveError", _match)(_bad_name)
-
 # --- manifest and metadata ----------------------------------------------------------------------------
 case("no_manifest", "FormatError", "no 'manifest.json'")(lambda: pack(base(), omit=(MANIFEST,)))
 case("no_metadata", "FormatError", "no 'metadata.json'")(lambda: pack(base(), omit=(METADATA,)))
 case("manifest_latin1", "FormatError", "not valid UTF-8")(
-    lambda: pack(base(), manifest_bytes='{"root": "caf\u00e9"}'.encode("latin1")))
+    lambda: pack(base(), manifest_bytes='{"root": "caf\u00e9"}'.encode("latin1"))
+)
 case("manifest_nan", "FormatError", "NaN")(lambda: pack(base(), manifest_bytes=b'{"root": NaN}'))
 case("manifest_infinity", "FormatError", "Infinity")(lambda: pack(base(), manifest_bytes=b'{"root": -Infinity}'))
 case("manifest_duplicate_keys", "FormatError", "duplicate key 'root'")(
-    lambda: pack(base(), manifest_bytes=b'{"root": 1, "root": 2}'))
+    lambda: pack(base(), manifest_bytes=b'{"root": 1, "root": 2}')
+)
 case("manifest_nested_100k", "FormatError", "nested too deeply")(
-    lambda: pack(base(), manifest_bytes=b'{"root": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"))
+    lambda: pack(base(), manifest_bytes=b'{"root": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+)
 case("manifest_huge_float", "FormatError", "overflows")(lambda: pack(base(), manifest_bytes=b'{"root": 1e999}'))
 case("manifest_huge_int", "FormatError", "limit")(
-    lambda: pack(base(), manifest_bytes=b'{"root": ' + b"9" * 5000 + b"}"))
+    lambda: pack(base(), manifest_bytes=b'{"root": ' + b"9" * 5000 + b"}")
+)
 case("manifest_bom", "FormatError", "BOM")(lambda: pack(base(), manifest_bytes=b'\xef\xbb\xbf{"root": 1}'))
 case("manifest_not_object", "FormatError", "no 'root'")(lambda: pack(base(), manifest_bytes=b"[1, 2]"))
 case("manifest_nested_300", "FormatError", "nested more than")(
-    lambda: pack(base(), manifest_bytes=b'{"root": ' + b"[" * 300 + b"]" * 300 + b"}"))
+    lambda: pack(base(), manifest_bytes=b'{"root": ' + b"[" * 300 + b"]" * 300 + b"}")
+)
 case("metadata_duplicate_keys", "FormatError", "duplicate key 'format'")(
-    lambda: pack(base(), meta_bytes=b'{"format": "zarchive", "format": "zarchive"}'))
+    lambda: pack(base(), meta_bytes=b'{"format": "zarchive", "format": "zarchive"}')
+)
 case("metadata_not_utf8", "FormatError", "not valid UTF-8")(lambda: pack(base(), meta_bytes=b'{"format": "\xff"}'))
 case("metadata_wrong_format", "FormatError", "does not describe a zarchive")(
-    edit_meta(lambda m: m.update(format="zanj")))
+    edit_meta(lambda m: m.update(format="zanj"))
+)
 case("version_newer_major", "VersionError", "format version 2.0")(edit_meta(lambda m: m.update(format_version="2.0")))
 case("version_garbage", "FormatError", "bad format_version")(edit_meta(lambda m: m.update(format_version="1")))
 case("metadata_no_members", "FormatError", "no 'members' table")(edit_meta(lambda m: m.pop("members")))
 case("member_not_in_metadata", "UnsafeArchiveError", "not listed in the metadata")(
-    edit_meta(lambda m: m["members"].pop("blob.bin")))
+    edit_meta(lambda m: m["members"].pop("blob.bin"))
+)
 case("metadata_lists_missing_member", "FormatError", "does not have")(
-    edit_meta(lambda m: m["members"].update({"ghost.npy": dict(m["members"]["blob.bin"])})))
-case("metadata_lists_itself", "FormatError", "lists itself")(
-    edit_meta(lambda m: m["members"].update({METADATA: {}})))
+    edit_meta(lambda m: m["members"].update({"ghost.npy": dict(m["members"]["blob.bin"])}))
+)
+case("metadata_lists_itself", "FormatError", "lists itself")(edit_meta(lambda m: m["members"].update({METADATA: {}})))
 case("metadata_stored_size_lies", "IntegrityError", "stored bytes")(
-    edit_meta(lambda m: m["members"]["blob.bin"].update(stored_size=10)))
+    edit_meta(lambda m: m["members"]["blob.bin"].update(stored_size=10))
+)
 case("metadata_size_lies", "IntegrityError", "size and stored_size differ")(
-    edit_meta(lambda m: m["members"]["blob.bin"].update(size=10)))
+    edit_meta(lambda m: m["members"]["blob.bin"].update(size=10))
+)
 case("metadata_crc_lies", "IntegrityError", "disagree on the CRC")(
-    edit_meta(lambda m: m["members"]["blob.bin"].update(crc32="00000000")))
+    edit_meta(lambda m: m["members"]["blob.bin"].update(crc32="00000000"))
+)
 case("metadata_unknown_codec", "FormatError", "unknown codec 'gzip'")(
-    edit_meta(lambda m: m["members"]["blob.bin"].update(codec="gzip")))
+    edit_meta(lambda m: m["members"]["blob.bin"].update(codec="gzip"))
+)
 case("metadata_zstd_without_suffix", "FormatError", "must end in .zst")(
-    edit_meta(lambda m: m["members"]["blob.bin"].update(codec="zstd")))
+    edit_meta(lambda m: m["members"]["blob.bin"].update(codec="zstd"))
+)
 case("metadata_negative_size", "FormatError", "bad 'size'")(
-    edit_meta(lambda m: m["members"]["lst.jsonl.zst"].update(size=-1)))
+    edit_meta(lambda m: m["members"]["lst.jsonl.zst"].update(size=-1))
+)
 case("entry_crc_lies", "IntegrityError", "entry 't' do(es)? not match")(
-    edit_meta(lambda m: m["members"]["tensors.safetensors"]["entries"]["t"].update(crc32="00000000")))
+    edit_meta(lambda m: m["members"]["tensors.safetensors"]["entries"]["t"].update(crc32="00000000"))
+)
 case("entry_outside_member", "FormatError", "bad checksum entry 't'")(
-    edit_meta(lambda m: m["members"]["tensors.safetensors"]["entries"]["t"].update(offset=10**9)))
+    edit_meta(lambda m: m["members"]["tensors.safetensors"]["entries"]["t"].update(offset=10**9))
+)
 case("content_crc_lies", "IntegrityError", "decompressed bytes do not match")(
-    edit_meta(lambda m: m["members"]["lst.jsonl.zst"].update(content_crc32="00000000")))
+    edit_meta(lambda m: m["members"]["lst.jsonl.zst"].update(content_crc32="00000000"))
+)
 
 # --- $ref -----------------------------------------------------------------------------------------------
 _BAD_REFS = {
@@ -307,6 +216,7 @@ _BAD_REFS = {
     "ref_not_a_string": (["arr.npy"], "FormatError", "must be a member name"),
 }
 for _case, (_ref, _err, _match) in _BAD_REFS.items():
+
     def _bad_ref(r: Any = _ref) -> bytes:
         p = base()
         p.manifest["root"]["blob"]["$ref"] = r
@@ -316,8 +226,10 @@ for _case, (_ref, _err, _match) in _BAD_REFS.items():
 
 
 def _nodes_list(refs: list[str], nbytes_of: dict[str, int]) -> bytes:
-    return "".join(json.dumps({"$type": "list", "$ref": r, "length": 2, "nbytes": nbytes_of.get(r, 0),
-                               "items": "nodes"}) + "\n" for r in refs).encode()
+    return "".join(
+        json.dumps({"$type": "list", "$ref": r, "length": 2, "nbytes": nbytes_of.get(r, 0), "items": "nodes"}) + "\n"
+        for r in refs
+    ).encode()
 
 
 @case("ref_cycle", "FormatError", "point at members")
@@ -347,17 +259,23 @@ def _ref_bomb() -> bytes:
 
 # --- handlers and classes -------------------------------------------------------------------------------
 case("unknown_handler", "UnknownTypeError", "no handler named 'evil.Pickle'")(
-    lambda: with_root({"$type": "evil.Pickle", "payload": "x"}))
+    lambda: with_root({"$type": "evil.Pickle", "payload": "x"})
+)
 case("class_not_imported", "UnknownTypeError", "not imported")(
-    lambda: with_root({"$type": "enum", "class": "zarchive_hostile_trap:Evil", "name": "A"}))
+    lambda: with_root({"$type": "enum", "class": "zarchive_hostile_trap:Evil", "name": "A"})
+)
 case("class_is_a_function", "UnknownTypeError", "not a Enum class")(
-    lambda: with_root({"$type": "enum", "class": "os:system", "name": "A"}))
+    lambda: with_root({"$type": "enum", "class": "os:system", "name": "A"})
+)
 case("class_is_popen", "UnknownTypeError", "not a Enum class")(
-    lambda: with_root({"$type": "enum", "class": "subprocess:Popen", "name": "A"}))
+    lambda: with_root({"$type": "enum", "class": "subprocess:Popen", "name": "A"})
+)
 case("class_dunder_walk", "UnknownTypeError", "")(
-    lambda: with_root({"$type": "enum", "class": "enum:Enum.__subclasses__", "name": "A"}))
+    lambda: with_root({"$type": "enum", "class": "enum:Enum.__subclasses__", "name": "A"})
+)
 case("dollar_keys_without_type", "FormatError", "no '\\$type'")(lambda: with_root({"$ref": "x", "a": 1}))
 
+CASES += [Case(*c) for c in zip_cases(base, valid_entries)]
 CASES += [Case(*c) for c in member_cases(base, with_root)]
 
 

@@ -103,8 +103,13 @@ def _run_child(req: dict[str, Any], cache: dict[tuple[int, int], Any]) -> dict[s
         except BaseException as e:  # noqa: BLE001 - reported, not handled
             import zarchive
 
-            reply = {"ok": False, "exc": type(e).__name__, "msg": str(e)[:1000],
-                     "zarchive_error": isinstance(e, zarchive.ZArchiveError), "errno": getattr(e, "errno", None)}
+            reply = {
+                "ok": False,
+                "exc": type(e).__name__,
+                "msg": str(e)[:1000],
+                "zarchive_error": isinstance(e, zarchive.ZArchiveError),
+                "errno": getattr(e, "errno", None),
+            }
         reply["peak_mb"] = (_status_kb("VmHWM") - rss0) / 1024
         os.write(w, json.dumps(reply).encode()[:60000])
         os._exit(0)

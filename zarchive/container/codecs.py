@@ -21,6 +21,8 @@ MULTITHREAD_MIN_BYTES = 8 << 20  # below this, thread start-up costs more than i
 SAMPLE_BYTES = 1 << 20
 WORTH_IT_RATIO = 0.85  # compress only if the sample shrinks to at most this fraction
 _READ_CHUNK = 1 << 20
+_FIRST_BUFFER = 16 << 20
+_GROW_STEP = 64 << 20
 
 
 def zstd_threads(size: int) -> int:
@@ -95,21 +97,22 @@ def _chunks(data: memoryview | bytes, expected_size: int, member: str) -> Iterat
 
 
 def decompress_bounded(data: memoryview | bytes, expected_size: int, *, member: str) -> bytearray:
-    """Decompress one zstd frame that must yield exactly `expected_size` bytes, straight into a
-    buffer of that size (the caller has already checked the size against its limits)."""
-    try:
-        out = bytearray(expected_size)  # zero pages: memory is only used as the frame fills them
-    except MemoryError:
-        raise UnsafeArchiveError(
-            f"declares {expected_size} decompressed bytes, more than this process can allocate", member=member
-        ) from None
-    view = memoryview(out)
+    """Decompress one zstd frame that must yield exactly `expected_size` bytes, straight into a buffer.
+
+    The buffer starts at a size the compressed bytes can plausibly fill (16x their size, at least
+    16 MiB, at most the declared size) and grows in 64 MiB steps as the frame fills it: CPython zeroes
+    a new bytearray, so allocating the declared size up front would commit that much memory even for
+    a frame of a few bytes under a lying declaration."""
+    out = bytearray(min(expected_size, max(_FIRST_BUFFER, 16 * len(data))))
     pos = 0
     extra = b""
     try:
         with zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=False) as reader:
             while pos < expected_size:
-                n = reader.readinto(view[pos:])
+                if pos == len(out):
+                    out.extend(bytes(min(_GROW_STEP, expected_size - pos)))
+                with memoryview(out) as whole, whole[pos:] as free:
+                    n = reader.readinto(free)
                 if not n:
                     break
                 pos += n
@@ -117,6 +120,10 @@ def decompress_bounded(data: memoryview | bytes, expected_size: int, *, member: 
                 extra = reader.read(1)
     except zstandard.ZstdError as e:
         raise IntegrityError(f"zstd data is damaged: {e}", member=member) from e
+    except MemoryError:
+        raise UnsafeArchiveError(
+            f"declares {expected_size} decompressed bytes, more than this process can allocate", member=member
+        ) from None
     if extra:
         raise UnsafeArchiveError(
             f"decompresses to more than the {expected_size} bytes the metadata declares "

@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..errors import FormatError
+from ..errors import FormatError, SaveError
 
 _encode_str = json.encoder.encode_basestring  # type: ignore[attr-defined]  # C implementation
 _encode_ascii = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]  # C, \u escapes
@@ -18,6 +18,13 @@ _encode_ascii = json.encoder.encode_basestring_ascii  # type: ignore[attr-define
 
 INLINE_WIDTH = 120
 _inline = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(", ", ": ")).encode
+
+
+def _key(k: Any) -> str:
+    """An object key as the C encoder writes it: a str, or an int/float/bool/None made into one."""
+    if isinstance(k, str):
+        return _inline(k)
+    return _inline({k: 0})[1:-4]  # '{"5": 0}' -> '"5"', never a bare 5
 
 
 def _pretty(value: Any, indent: str, out: list[str]) -> None:
@@ -33,7 +40,7 @@ def _pretty(value: Any, indent: str, out: list[str]) -> None:
     if isinstance(value, dict):
         out.append("{")
         for i, (k, v) in enumerate(value.items()):
-            out.append(("," if i else "") + "\n" + inner + _inline(k) + ": ")
+            out.append(("," if i else "") + "\n" + inner + _key(k) + ": ")
             _pretty(v, inner, out)
         out.append("\n" + indent + "}")
     else:
@@ -47,7 +54,10 @@ def _pretty(value: Any, indent: str, out: list[str]) -> None:
 def dumps_pretty(value: Any) -> bytes:
     """Indented UTF-8 JSON for members people read by hand (manifest, metadata)."""
     out: list[str] = []
-    _pretty(value, "", out)
+    try:
+        _pretty(value, "", out)
+    except (TypeError, ValueError) as e:  # a handler put NaN, an object... in its node
+        raise SaveError(f"the manifest would not be JSON: {e}") from None
     text = "".join(out) + "\n"
     try:
         return text.encode("utf-8")

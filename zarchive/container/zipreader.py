@@ -67,7 +67,7 @@ class ZipReader:
             raise NotAZipError(hint)
         if not head.startswith(b"PK\x03\x04"):
             raise NotAZipError(f"not a zip archive (the file starts with {head[:8]!r})")
-        cd_offset, cd_size, count, cd_end = self._find_directory(size)
+        cd_offset, cd_size, count, _ = self._find_directory(size)
         if count > max_members:
             raise UnsafeArchiveError(
                 f"the archive lists {count} members, more than the limit of {max_members}"

@@ -71,7 +71,8 @@ class NumpyArrayHandler(Handler):
         if seen is not None and seen[0] is arr:
             plan = seen[1]
         else:
-            plan = ctx.add_member("npy", lambda: [(None, p) for p in npy.array_parts(arr)], compress="try")
+            hint = "never" if arr.dtype.kind in "fc" else "try"  # float data stays mappable
+            plan = ctx.add_member("npy", lambda: [(None, p) for p in npy.array_parts(arr)], compress=hint)
             memo[id(arr)] = (arr, plan)
         return ctx.ref_node(plan, self.name, dtype=arr.dtype.str, shape=list(arr.shape), **order)
 

@@ -43,6 +43,8 @@ class _Entry:
     source: torch.Tensor  # what to write (contiguous at write time)
     st_code: str
     shape: tuple[int, ...]
+    floating: bool = False  # float/complex data: kept uncompressed so it can be mapped
+    nbytes: int = 0
 
 
 @dataclass
@@ -77,6 +79,10 @@ def _as_bytes(t: torch.Tensor) -> memoryview:
     if flat.dtype != torch.uint8:
         flat = flat.view(torch.uint8)
     return memoryview(flat.numpy())
+
+
+def _is_floating(dtype: torch.dtype) -> bool:
+    return dtype.is_floating_point or dtype.is_complex
 
 
 def _storage_key(t: torch.Tensor) -> tuple[str, int] | None:
@@ -136,14 +142,14 @@ class _TensorTable:
         if same_view:
             st_code, raw = ST_CODE.get(t0.dtype, ("U8", True))
             shape = (t0.numel() * t0.element_size(),) if raw else tuple(t0.shape)
-            group.entries.append(_Entry(key, t0, st_code, shape))
+            group.entries.append(_Entry(key, t0, st_code, shape, _is_floating(t0.dtype), t0.numel() * t0.element_size()))
             for s in batch:
                 s.node["key"] = key
                 group.nodes.append(s.node)
             return
         storage = t0.untyped_storage()
         base = torch.empty(0, dtype=torch.uint8, device=t0.device).set_(storage)
-        group.entries.append(_Entry(key, base, "U8", (storage.nbytes(),)))
+        group.entries.append(_Entry(key, base, "U8", (storage.nbytes(),), _is_floating(t0.dtype), storage.nbytes()))
         for s in batch:
             t = s.tensor
             s.node["key"] = key
@@ -159,7 +165,11 @@ class _TensorTable:
             out += [(slot.key, _as_bytes(by_key[slot.key].source)) for slot in slots]
             return out
 
-        plan = self.ctx.add_member("safetensors", parts, compress="try", hint=group.name_hint)
+        # Weights (floating data) stay uncompressed: mapping them beats any ratio zstd gets on them.
+        floating = sum(e.nbytes for e in group.entries if e.floating)
+        total = sum(e.nbytes for e in group.entries)
+        hint = "never" if floating * 2 >= total and total else "try"
+        plan = self.ctx.add_member("safetensors", parts, compress=hint, hint=group.name_hint)
         for node in group.nodes:
             node["$ref"] = plan.base_name
             plan.nodes.append(node)
