@@ -30,7 +30,10 @@ def tensor_bytes(t: torch.Tensor) -> bytes:
     carrier = _SAME_SIZE_INT.get(t.element_size())
     if carrier is not None and t.dtype != carrier:
         t = t.view(carrier)
-    return t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+    flat = t.contiguous().reshape(-1)
+    if flat.stride(0) != 1:  # one element can carry any stride and still count as contiguous
+        flat = flat.as_strided((flat.numel(),), (1,))
+    return flat.view(torch.uint8).numpy().tobytes()
 
 
 def array_bytes(arr: np.ndarray) -> bytes:

@@ -12,6 +12,7 @@ from .container.archive_writer import atomic_write, choose_codecs, write_archive
 from .container.source import ByteSource, BytesSource, MappedSource
 from .context import SaveContext
 from .errors import FormatError, MemberNotFoundError
+from .gcpause import gc_paused
 from .handlers.base import Handler
 from .handlers.omegaconf_ import to_plain as config_to_plain
 from .lazy import LazyArchive
@@ -94,7 +95,8 @@ class ZArchive:
         path = "" if remote else os.fspath(file_path)
         if not remote and not path:
             raise ValueError("file_path is empty")
-        manifest, members, metadata = self._plan(obj)
+        with gc_paused():
+            manifest, members, metadata = self._plan(obj)
         level = self.settings.compress_level
         bar = progress_for_save(self.progress, members, file_path)
         on_member = bar.advance if bar is not None else None
@@ -145,7 +147,8 @@ class ZArchive:
             except IsADirectoryError:
                 raise FormatError(f"{path!r} is a directory, not an archive") from None
         try:
-            reader = ArchiveReader(source, verify=self.settings.verify, max_decompressed=self.max_decompressed)
+            with gc_paused():
+                reader = ArchiveReader(source, verify=self.settings.verify, max_decompressed=self.max_decompressed)
         except FormatError:
             from .zanj import open_if_zanj  # a ZANJ file (known by its members) gets the ZANJ reader
 

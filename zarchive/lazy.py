@@ -9,6 +9,7 @@ from typing import Any
 from .container.archive_reader import ArchiveReader
 from .container.parallel_verify import verify_uncompressed
 from .context import LoadContext
+from .gcpause import gc_paused
 from .errors import MemberNotFoundError
 from .objpath import join_path, split_path
 from .options import Settings
@@ -81,7 +82,8 @@ class LazyArchive:
         node = self.node(path)
         ctx = LoadContext(self._registry, self._reader, self._settings, map_location=map_location, dtype=dtype)
         ctx.path = split_path(path)
-        return ctx.load(node)
+        with gc_paused():
+            return ctx.load(node)
 
     def __getitem__(self, path: str) -> Any:
         return self.get(path)

@@ -117,18 +117,31 @@ class ArchiveReader:
         entries = entry.get("entries", {})
         if not isinstance(entries, dict):
             raise FormatError("bad 'entries' in the metadata", member=name)
-        for label, e in entries.items():
-            if (
-                not isinstance(e, dict)
-                or type(e.get("offset")) is not int
-                or type(e.get("size")) is not int
-                or e["offset"] < 0
-                or e["size"] < 0
-                or e["offset"] + e["size"] > entry["size"]
-                or not isinstance(e.get("crc32"), str)
-                or not _HEX8.match(e["crc32"])
-            ):
-                raise FormatError(f"bad checksum entry {label!r}", member=name)
+        # Each entry is checked when it is first used (see checked_entry): opening an archive of
+        # thousands of tensors must not validate thousands of entries it may never read.
+
+    def checked_entry(self, name: str, label: str) -> dict[str, Any] | None:
+        """The metadata's checksum entry `label` of member `name`, validated; None if there is none."""
+        entry = self.metadata["members"][name]
+        e = entry.get("entries", {}).get(label)
+        if e is None:
+            return None
+        if (
+            not isinstance(e, dict)
+            or type(e.get("offset")) is not int
+            or type(e.get("size")) is not int
+            or e["offset"] < 0
+            or e["size"] < 0
+            or e["offset"] + e["size"] > entry["size"]
+            or not isinstance(e.get("crc32"), str)
+            or not _HEX8.match(e["crc32"])
+        ):
+            raise FormatError(f"bad checksum entry {label!r}", member=name)
+        return e
+
+    def checked_entries(self, name: str) -> dict[str, dict[str, Any]]:
+        """All checksum entries of a member, validated."""
+        return {label: self.checked_entry(name, label) for label in self.metadata["members"][name].get("entries", {})}  # type: ignore[misc]
 
     def _check_member_crc(self, name: str, data: memoryview) -> None:
         entry = self.metadata["members"][name]
@@ -209,7 +222,7 @@ class ArchiveReader:
         info = self.zip.members[name]
         data = self.source.view(info.data_offset + begin, end - begin)
         if self.verify and (name, label) not in self._checked:
-            e = entry.get("entries", {}).get(label)
+            e = self.checked_entry(name, label)
             if e is None or e["offset"] != begin or e["size"] != end - begin:
                 raise IntegrityError(f"no checksum recorded for entry {label!r}", member=name, path=path)
             if crc_hex(crc32(data)) != e["crc32"]:
@@ -233,7 +246,7 @@ class ArchiveReader:
                 if crc32(raw) != self.zip.members[name].crc:
                     damaged = [
                         label
-                        for label, e in entry.get("entries", {}).items()
+                        for label, e in self.checked_entries(name).items()
                         if crc_hex(crc32(raw[e["offset"] : e["offset"] + e["size"]])) != e["crc32"]
                     ]
                     if damaged:  # name the tensors (or header) that are damaged, not only the member
@@ -249,7 +262,7 @@ class ArchiveReader:
                     if crc_hex(content_crc) != entry.get("content_crc32"):
                         problems.append((name, "decompressed bytes do not match content_crc32"))
                     continue
-                for label, e in entry.get("entries", {}).items():
+                for label, e in self.checked_entries(name).items():
                     if crc_hex(crc32(raw[e["offset"] : e["offset"] + e["size"]])) != e["crc32"]:
                         problems.append((name, f"entry {label!r} does not match its checksum"))
             except FormatError as e:

@@ -16,7 +16,7 @@ _encode_str = json.encoder.encode_basestring  # type: ignore[attr-defined]  # C 
 _encode_ascii = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]  # C, \u escapes
 
 
-INLINE_WIDTH = 120
+INLINE_WIDTH = 160
 _inline = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(", ", ": ")).encode
 
 
@@ -32,10 +32,11 @@ def _pretty(value: Any, indent: str, out: list[str]) -> None:
 
     Every subtree is encoded by the C encoder, so this stays fast on manifests of thousands of
     tensors (the stdlib's indent= mode runs the pure-Python encoder instead)."""
-    text = _inline(value)
-    if len(text) <= INLINE_WIDTH or not isinstance(value, (dict, list)) or not value:
-        out.append(text)
-        return
+    if not isinstance(value, (dict, list)) or not value or len(value) * 2 <= INLINE_WIDTH:
+        text = _inline(value)  # (a container of more than INLINE_WIDTH/2 items cannot fit one line)
+        if len(text) <= INLINE_WIDTH or not isinstance(value, (dict, list)) or not value:
+            out.append(text)
+            return
     inner = indent + "  "
     if isinstance(value, dict):
         out.append("{")

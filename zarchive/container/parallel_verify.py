@@ -25,7 +25,7 @@ def _ranges(reader: ArchiveReader) -> list[tuple[str, str, int, int, str]]:
     for name, entry in reader.metadata["members"].items():
         if entry.get("codec") != "none" or name not in reader.zip.members:
             continue
-        entries = entry.get("entries")
+        entries = reader.checked_entries(name)
         if entries:
             for label, e in entries.items():
                 out.append((name, label, e["offset"], e["size"], e["crc32"]))

@@ -76,6 +76,8 @@ def _as_bytes(t: torch.Tensor) -> memoryview:
     if t.numel() == 0:
         return memoryview(b"")
     flat = t.reshape(-1)
+    if flat.stride(0) != 1:  # one element can carry any stride and still count as contiguous
+        flat = flat.as_strided((flat.numel(),), (1,))
     if flat.dtype != torch.uint8:
         flat = flat.view(torch.uint8)
     return memoryview(flat.numpy())
