@@ -285,7 +285,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=os.path.join(HERE, "results", "latest.md"), help="where to write the report")
     p.add_argument("--keep", action="store_true", help="keep the scratch folder benchmarks/_work")
     p.add_argument("--verbose", action="store_true", help="log every measurement to stderr")
+    p.add_argument("--from-json", metavar="PATH", help="only re-render the report from a saved results .json")
     args = p.parse_args(argv)
+    if args.from_json:
+        with open(args.from_json) as f:
+            saved = json.load(f)
+        print(render(saved["machine"], saved["raw_io"], saved["workloads"], saved["settings"]))
+        return 0
     global VERBOSE
     VERBOSE = args.verbose
     reps = args.reps or (3 if args.quick else 5)
