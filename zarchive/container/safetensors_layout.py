@@ -74,25 +74,25 @@ def parse_header(head: memoryview, member_size: int, *, member: str) -> dict[str
     if not isinstance(header, dict):
         raise FormatError(".safetensors header is not a JSON object", member=member)
     slots: dict[str, TensorSlot] = {}
-    for key, info in header.items():
+    for key, info in header.items():  # (a plain loop: this runs once per tensor on every open)
         if key == "__metadata__":
             continue
-        if not isinstance(info, dict):
-            raise FormatError(f"bad .safetensors entry {key!r}", member=member)
-        dtype, shape, offs = info.get("dtype"), info.get("shape"), info.get("data_offsets")
-        if dtype not in ITEMSIZE:
+        try:
+            dtype, shape, (begin, end) = info["dtype"], info["shape"], info["data_offsets"]
+        except (TypeError, KeyError, ValueError):
+            raise FormatError(f"bad .safetensors entry {key!r}", member=member) from None
+        nbytes = ITEMSIZE.get(dtype) if type(dtype) is str else None
+        if nbytes is None:
             raise FormatError(f"unknown safetensors dtype {dtype!r} for {key!r}", member=member)
-        if (
-            not isinstance(shape, list)
-            or not all(type(s) is int and s >= 0 for s in shape)
-            or not isinstance(offs, list)
-            or len(offs) != 2
-            or not all(type(o) is int and o >= 0 for o in offs)
-        ):
+        if type(shape) is not list or type(begin) is not int or type(end) is not int or begin < 0 or end < 0:
             raise FormatError(f"bad shape or offsets for {key!r}", member=member)
-        if offs[1] - offs[0] != math.prod(shape) * ITEMSIZE[dtype]:
+        for dim in shape:
+            if type(dim) is not int or dim < 0:
+                raise FormatError(f"bad shape or offsets for {key!r}", member=member)
+            nbytes *= dim
+        if end - begin != nbytes:
             raise FormatError(f"offsets of {key!r} disagree with its shape and dtype", member=member)
-        slots[key] = TensorSlot(key, dtype, tuple(shape), base + offs[0], base + offs[1])
+        slots[key] = TensorSlot(key, dtype, tuple(shape), base + begin, base + end)
     pos = base
     for slot in sorted(slots.values(), key=lambda s: (s.begin, s.end)):
         if slot.begin != pos:
