@@ -52,9 +52,17 @@ def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
     return _multmodp(_x2nmodp(len2, 3), crc1) ^ crc2
 
 
+try:  # the optional `fast` extra: ISA-L's CRC-32 is 3-4x faster than zlib 1.2's, with equal results
+    from isal.isal_zlib import crc32 as _crc32_impl
+except ImportError:  # pragma: no cover - depends on what is installed
+    _crc32_impl = zlib.crc32
+
+CRC32_BACKEND = "isal" if _crc32_impl is not zlib.crc32 else "zlib"
+
+
 def crc32(data: bytes | bytearray | memoryview, value: int = 0) -> int:
-    """zlib's CRC-32 (releases the GIL on large buffers)."""
-    return zlib.crc32(data, value)
+    """CRC-32 of the zip polynomial (ISA-L's when installed, else zlib's; both release the GIL)."""
+    return _crc32_impl(data, value)
 
 
 def crc_hex(value: int) -> str:
