@@ -6,17 +6,17 @@ import html
 from types import TracebackType
 from typing import Any
 
+from .browse import TreeBrowser
 from .container.archive_reader import ArchiveReader
 from .container.parallel_verify import verify_uncompressed
 from .context import LoadContext
 from .gcpause import gc_paused
-from .errors import MemberNotFoundError
-from .objpath import join_path, split_path
+from .objpath import split_path
 from .options import Settings
 from .registry import HandlerRegistry
 
 
-class LazyArchive:
+class LazyArchive(TreeBrowser):
     """A zarchive opened for reading. Values taken from it stay valid after it is closed."""
 
     def __init__(self, reader: ArchiveReader, registry: HandlerRegistry, settings: Settings) -> None:
@@ -51,29 +51,8 @@ class LazyArchive:
             return self._registry.for_tag(tag).children(node)
         return None
 
-    def node(self, path: str = "") -> Any:
-        """The manifest node at an object path ('a/b/0')."""
-        node = self._reader.manifest["root"]
-        walked: list[str] = []
-        for comp in split_path(path):
-            kids = self.children(node)
-            if kids is None or comp not in kids:
-                raise MemberNotFoundError(f"no value {comp!r} here", path=join_path(walked))
-            node = kids[comp]
-            walked.append(comp)
-        return node
-
-    def keys(self, path: str = "") -> list[str]:
-        """Children of the node at `path`, without loading anything."""
-        kids = self.children(self.node(path))
-        return list(kids) if kids is not None else []
-
-    def __contains__(self, path: str) -> bool:
-        try:
-            self.node(path)
-        except MemberNotFoundError:
-            return False
-        return True
+    def _root_node(self) -> Any:
+        return self._reader.manifest["root"]
 
     # --- loading ---
     def get(self, path: str = "", *, map_location: Any = None, dtype: Any = None) -> Any:

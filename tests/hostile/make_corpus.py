@@ -201,6 +201,9 @@ case("entry_crc_lies", "IntegrityError", "entry 't' do(es)? not match")(
 case("entry_outside_member", "FormatError", "bad checksum entry 't'")(
     edit_meta(lambda m: m["members"]["tensors.safetensors"]["entries"]["t"].update(offset=10**9))
 )
+case("entry_is_null", "FormatError", "bad checksum entry 't'")(
+    edit_meta(lambda m: m["members"]["tensors.safetensors"]["entries"].update(t=None))
+)
 case("content_crc_lies", "IntegrityError", "decompressed bytes do not match")(
     edit_meta(lambda m: m["members"]["lst.jsonl.zst"].update(content_crc32="00000000"))
 )

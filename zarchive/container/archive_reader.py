@@ -123,9 +123,10 @@ class ArchiveReader:
     def checked_entry(self, name: str, label: str) -> dict[str, Any] | None:
         """The metadata's checksum entry `label` of member `name`, validated; None if there is none."""
         entry = self.metadata["members"][name]
-        e = entry.get("entries", {}).get(label)
-        if e is None:
+        entries = entry.get("entries", {})
+        if label not in entries:
             return None
+        e = entries[label]  # may be anything, null included: checked here
         if (
             not isinstance(e, dict)
             or type(e.get("offset")) is not int

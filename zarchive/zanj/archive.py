@@ -12,9 +12,10 @@ import math
 from types import TracebackType
 from typing import Any
 
+from ..browse import TreeBrowser
 from ..container.source import ByteSource
-from ..errors import FormatError, MemberNotFoundError
-from ..objpath import join_path, split_path
+from ..errors import FormatError
+from ..objpath import split_path
 from ..options import ErrorMode
 from .container import MAIN_NAME, META_NAME, ZanjZip
 from .loader import FORMAT_KEY, REF_KEY, ZanjLoader, fields_of, node_kind
@@ -22,7 +23,7 @@ from .loader import FORMAT_KEY, REF_KEY, ZanjLoader, fields_of, node_kind
 DEFAULT_MAX_MEMBER_BYTES = 4 << 30
 
 
-class ZanjArchive:
+class ZanjArchive(TreeBrowser):
     """A ZANJ file opened for reading. Values taken from it stay valid after it is closed."""
 
     format = "zanj"
@@ -84,27 +85,8 @@ class ZanjArchive:
             return {str(i): v for i, v in enumerate(node["data"])}
         return None
 
-    def node(self, path: str = "") -> Any:
-        node = self._main
-        walked: list[str] = []
-        for comp in split_path(path):
-            kids = self.children(node)
-            if kids is None or comp not in kids:
-                raise MemberNotFoundError(f"no value {comp!r} here", path=join_path(walked))
-            node = kids[comp]
-            walked.append(comp)
-        return node
-
-    def keys(self, path: str = "") -> list[str]:
-        kids = self.children(self.node(path))
-        return list(kids) if kids is not None else []
-
-    def __contains__(self, path: str) -> bool:
-        try:
-            self.node(path)
-        except MemberNotFoundError:
-            return False
-        return True
+    def _root_node(self) -> Any:
+        return self._main
 
     # --- loading ---
     def get(self, path: str = "", *, map_location: Any = None, dtype: Any = None) -> Any:
