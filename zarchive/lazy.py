@@ -10,10 +10,14 @@ from .browse import TreeBrowser
 from .container.archive_reader import ArchiveReader
 from .container.parallel_verify import verify_uncompressed
 from .context import LoadContext
+from .errors import FormatError
 from .gcpause import gc_paused
 from .objpath import split_path
 from .options import Settings
 from .registry import HandlerRegistry
+
+
+_NODE_ERRORS = (KeyError, TypeError, ValueError, IndexError, AttributeError)
 
 
 class LazyArchive(TreeBrowser):
@@ -48,7 +52,11 @@ class LazyArchive(TreeBrowser):
             tag = node.get("$type")
             if tag is None:
                 return dict(node)
-            return self._registry.for_tag(tag).children(node)
+            handler = self._registry.for_tag(tag)
+            try:
+                return handler.children(node)
+            except _NODE_ERRORS as e:  # a malformed node must not escape as a bare KeyError
+                raise FormatError(f"malformed {str(tag)[:60]!r} node: {type(e).__name__}: {e}") from None
         return None
 
     def _root_node(self) -> Any:
@@ -82,7 +90,10 @@ class LazyArchive(TreeBrowser):
     def summary(self, path: str = "") -> str:
         node = self.node(path)
         if isinstance(node, dict) and "$type" in node:
-            return self._registry.for_tag(node["$type"]).summary(node)
+            try:
+                return self._registry.for_tag(node["$type"]).summary(node)
+            except _NODE_ERRORS as e:
+                raise FormatError(f"malformed node: {type(e).__name__}: {e}", path=path) from None
         return type(node).__name__ if not isinstance(node, dict) else "dict"
 
     # --- lifetime ---
