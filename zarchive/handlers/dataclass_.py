@@ -125,7 +125,7 @@ def load_dataclass(node: dict[str, Any], ctx: LoadContext, cls: type | None = No
         f = known.get(name)
         if f is not None and getattr(f, "serialize", True):
             loaded[name] = ctx.load(sub, name)
-    values = {name: _apply_loaders(value, known[name], loaded, ctx) for name, value in loaded.items()}
+    values = {name: apply_field_loaders(value, known[name], loaded, ctx.path) for name, value in loaded.items()}
 
     _check_required([f.name for f in known.values() if f.init and f.name not in values and _required(f)], tag, cls, ctx)
     obj = _construct(cls, {n: v for n, v in values.items() if known[n].init}, ctx)
@@ -157,8 +157,13 @@ def _check_required(missing: list[str], tag: Any, cls: type, ctx: LoadContext) -
         )
 
 
-def _apply_loaders(value: Any, f: dataclasses.Field[Any], loaded: dict[str, Any], ctx: LoadContext) -> Any:
-    """A loaded field value after its muutils deserialize_fn / loading_fn."""
+def has_field_loader(f: dataclasses.Field[Any]) -> bool:
+    """Whether a (muutils) field has a deserialize_fn or loading_fn."""
+    return getattr(f, "deserialize_fn", None) is not None or getattr(f, "loading_fn", None) is not None
+
+
+def apply_field_loaders(value: Any, f: dataclasses.Field[Any], loaded: dict[str, Any], path: list[str]) -> Any:
+    """A loaded field value after its muutils deserialize_fn / loading_fn (shared with the ZANJ reader)."""
     deserialize_fn = getattr(f, "deserialize_fn", None)
     loading_fn = getattr(f, "loading_fn", None)
     try:
@@ -170,7 +175,7 @@ def _apply_loaders(value: Any, f: dataclasses.Field[Any], loaded: dict[str, Any]
         which = "deserialize_fn" if deserialize_fn is not None else "loading_fn"
         raise FieldMismatchError(
             f"{which} of field {f.name!r} failed on the archive's value: {type(e).__name__}: {e}",
-            path=join_path([*ctx.path, f.name]),
+            path=join_path([*path, f.name]),
         ) from e
     return value
 

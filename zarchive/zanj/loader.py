@@ -22,6 +22,7 @@ import numpy as np
 
 from ..container import npy
 from ..errors import FieldMismatchError, FormatError, UnknownTypeError, ZArchiveError
+from ..handlers.dataclass_ import apply_field_loaders, has_field_loader
 from ..objpath import join_path
 from ..options import ErrorMode
 from .classes import SDC_SUFFIX, resolve_dataclass
@@ -359,18 +360,8 @@ class ZanjLoader:
     def _field_value(self, value: Any, f: dataclasses.Field[Any], hint: Any, loaded: dict[str, Any]) -> Any:
         """A field's loaded value after muutils' deserialize_fn / loading_fn, or a list made a tuple
         again where the field is declared a tuple (ZANJ writes tuples as lists)."""
-        deserialize_fn = getattr(f, "deserialize_fn", None)
-        loading_fn = getattr(f, "loading_fn", None)
-        try:
-            if deserialize_fn is not None:
-                return deserialize_fn(value)
-            if loading_fn is not None:
-                return loading_fn(dict(loaded))
-        except Exception as e:
-            raise FieldMismatchError(
-                f"the field's muutils loader failed on the file's value: {type(e).__name__}: {e}",
-                path=join_path([*self.path, f.name]),
-            ) from e
+        if has_field_loader(f):
+            return apply_field_loaders(value, f, loaded, self.path)
         if isinstance(value, list) and (hint is tuple or typing.get_origin(hint) is tuple):
             return tuple(value)
         return value
