@@ -70,6 +70,18 @@ def decompress_prefix(data: memoryview | bytes, n: int, *, member: str) -> bytes
     return bytes(out)
 
 
+def _check_size(produced: int, expected_size: int, *, too_long: bool, member: str) -> None:
+    """A frame must decode to exactly the declared size: more is a bomb, less is damage."""
+    if too_long:
+        raise UnsafeArchiveError(
+            f"decompresses to more than the {expected_size} bytes the metadata declares "
+            "(a zip bomb or damaged metadata)",
+            member=member,
+        )
+    if produced != expected_size:
+        raise IntegrityError(f"decompressed to {produced} bytes, the metadata declares {expected_size}", member=member)
+
+
 def _chunks(data: memoryview | bytes, expected_size: int, member: str) -> Iterator[bytes]:
     """The frame's decompressed bytes in chunks of at most 1 MiB, stopping with an error as soon as
     they exceed `expected_size` or end short of it."""
@@ -86,14 +98,7 @@ def _chunks(data: memoryview | bytes, expected_size: int, member: str) -> Iterat
                 yield chunk
     except zstandard.ZstdError as e:
         raise IntegrityError(f"zstd data is damaged: {e}", member=member) from e
-    if total > expected_size:
-        raise UnsafeArchiveError(
-            f"decompresses to more than the {expected_size} bytes the metadata declares "
-            "(a zip bomb or damaged metadata)",
-            member=member,
-        )
-    if total != expected_size:
-        raise IntegrityError(f"decompressed to {total} bytes, the metadata declares {expected_size}", member=member)
+    _check_size(total, expected_size, too_long=total > expected_size, member=member)
 
 
 def decompress_bounded(data: memoryview | bytes, expected_size: int, *, member: str) -> bytearray:
@@ -124,14 +129,7 @@ def decompress_bounded(data: memoryview | bytes, expected_size: int, *, member: 
         raise UnsafeArchiveError(
             f"declares {expected_size} decompressed bytes, more than this process can allocate", member=member
         ) from None
-    if extra:
-        raise UnsafeArchiveError(
-            f"decompresses to more than the {expected_size} bytes the metadata declares "
-            "(a zip bomb or damaged metadata)",
-            member=member,
-        )
-    if pos != expected_size:
-        raise IntegrityError(f"decompressed to {pos} bytes, the metadata declares {expected_size}", member=member)
+    _check_size(pos, expected_size, too_long=bool(extra), member=member)
     return out
 
 
