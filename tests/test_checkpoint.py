@@ -506,7 +506,7 @@ def saved_on(src: Path, dst: Path, device: str) -> None:
         for name, entry in arc.members.items():
             if name != MANIFEST_NAME:
                 assert entry["codec"] == "none"
-                parts = partial(_parts, zf.read(name), entry.get("entries", {}))
+                parts = partial(_parts, zf.read(name), arc.entries(name))
                 plans.append(MemberPlan(base_name=name, parts=parts, compress="never"))
     _retag_devices(manifest["root"], device)
     choose_codecs(plans, None)

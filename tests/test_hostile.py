@@ -87,7 +87,11 @@ def test_valid_control_file_loads() -> None:
     assert zarchive.verify(corpus_file("valid")) == []
 
 
-@pytest.mark.parametrize("case", ERROR_CASES, ids=lambda c: c.name)
+READ_ERRORS = [c for c in ERROR_CASES if c.when == "read"]
+ENTRY_ERRORS = [c for c in ERROR_CASES if c.when == "partial"]
+
+
+@pytest.mark.parametrize("case", READ_ERRORS, ids=lambda c: c.name)
 def test_hostile_file_raises_its_error(case: Case) -> None:
     for lazy in (True, False):
         with pytest.raises(Exception) as info:
@@ -97,6 +101,22 @@ def test_hostile_file_raises_its_error(case: Case) -> None:
         zarchive.read(Path(corpus_file(case.name)).read_bytes())
     check_error(case, info.value)
     browse(corpus_file(case.name))
+
+
+@pytest.mark.parametrize("case", ENTRY_ERRORS, ids=lambda c: c.name)
+def test_damaged_checksum_entry_fails_partial_reads_and_verify(case: Case) -> None:
+    """A lying or malformed entry checksum: fetching that entry alone raises and verify() reports it;
+    a full read, which checks the whole member against its own checksum, returns the intact data."""
+    path = corpus_file(case.name)
+    for lazy in (True, False):
+        with zarchive.open(path, lazy=lazy) as arc, pytest.raises(Exception) as info:
+            arc["t"]
+        check_error(case, info.value)
+    problems = zarchive.verify(path)
+    assert any(member == "tensors.safetensors" for member, _ in problems), problems
+    got = zarchive.read(path)
+    assert torch.equal(got["t"], torch.from_numpy(expected_valid()["t"]))
+    browse(path)
 
 
 MEMBER_LEVEL = [c for c in ERROR_CASES if c.name.startswith(("npy_", "st_", "jsonl_", "tensor_", "ref_", "bomb_"))]

@@ -99,7 +99,7 @@ def test_getting_one_tensor_reads_only_its_bytes(tmp_path: Path) -> None:
     zarchive.save(sample(), path, compress=False)
     ranges = data_ranges(path)
     with zarchive.open(path) as arc:
-        entries = arc.members["model.safetensors"]["entries"]
+        entries = arc.entries("model.safetensors")
     begin = ranges["model.safetensors"][0]
     with RecordingFile(path) as f, zarchive.open(f) as arc:
         before = len(f.ranges)
@@ -251,7 +251,7 @@ def test_a_flipped_byte_in_a_tensor_is_found_and_named(tmp_path: Path) -> None:
     path = tmp_path / "f.zarc"
     zarchive.save(sample(), path, compress=False)
     with zarchive.open(path) as arc:
-        entry = arc.members["model.safetensors"]["entries"]["w"]
+        entry = arc.entries("model.safetensors")["w"]
     flip_byte(path, "model.safetensors", entry["offset"] + 1000)
 
     problems = zarchive.verify(path)

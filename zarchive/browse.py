@@ -11,6 +11,8 @@ from typing import Any
 from .errors import MemberNotFoundError
 from .objpath import join_path, split_path
 
+MISSING: Any = object()
+
 
 class TreeBrowser:
     def _root_node(self) -> Any:
@@ -24,12 +26,18 @@ class TreeBrowser:
         node = self._root_node()
         walked: list[str] = []
         for comp in split_path(path):
-            kids = self.children(node)
-            if kids is None or comp not in kids:
+            found = self.child(node, comp)
+            if found is MISSING:
                 raise MemberNotFoundError(f"no value {comp!r} here", path=join_path(walked))
-            node = kids[comp]
+            node = found
             walked.append(comp)
         return node
+
+    def child(self, node: Any, key: str) -> Any:
+        """One child node by path component (MISSING if there is none); subclasses may find it
+        without listing every sibling."""
+        kids = self.children(node)
+        return kids[key] if kids is not None and key in kids else MISSING
 
     def keys(self, path: str = "") -> list[str]:
         """Children of the node at `path`, without loading anything."""

@@ -205,7 +205,7 @@ class LoadContext:
     def member_range(self, name: Any, begin: int, end: int, label: str) -> memoryview:
         """Bytes [begin, end) of a member, verified by entry `label`; writable and this load's own."""
         name = self._member(name)
-        return self._own(name, begin, self.archive.member_range(name, begin, end, label))
+        return self.archive.member_range(name, begin, end, label, own=lambda data: self._own(name, begin, data))
 
     def _own(self, name: str, begin: int, data: memoryview) -> memoryview:
         """`data` as bytes that belong to this load: values built on them may be written to without

@@ -6,16 +6,16 @@ import html
 from types import TracebackType
 from typing import Any
 
-from .browse import TreeBrowser
+from .browse import MISSING, TreeBrowser
 from .container.archive_reader import ArchiveReader
 from .container.parallel_verify import verify_uncompressed
 from .context import LoadContext
-from .errors import FormatError
+from .errors import FormatError, MemberNotFoundError
 from .gcpause import gc_paused
+from .handlers.tensor_rows import tensor_node
 from .objpath import split_path
 from .options import Settings
 from .registry import HandlerRegistry
-
 
 _NODE_ERRORS = (KeyError, TypeError, ValueError, IndexError, AttributeError)
 
@@ -45,6 +45,13 @@ class LazyArchive(TreeBrowser):
         """Member name -> its metadata entry (codec, sizes, checksums)."""
         return dict(self._reader.metadata["members"])
 
+    def entries(self, member: str) -> dict[str, dict[str, Any]]:
+        """A member's checksum entries (its header, each tensor), label -> {"offset", "size", "crc32"},
+        validated: the same shape whichever format version wrote them."""
+        if member not in self._reader.metadata["members"]:
+            raise MemberNotFoundError("no such member", member=str(member)[:200])
+        return self._reader.checked_entries(member)
+
     def children(self, node: Any) -> dict[str, Any] | None:
         if isinstance(node, list):
             return {str(i): v for i, v in enumerate(node)}
@@ -58,6 +65,15 @@ class LazyArchive(TreeBrowser):
             except _NODE_ERRORS as e:  # a malformed node must not escape as a bare KeyError
                 raise FormatError(f"malformed {str(tag)[:60]!r} node: {type(e).__name__}: {e}") from None
         return None
+
+    def child(self, node: Any, key: str) -> Any:
+        if isinstance(node, dict) and node.get("$type") == "dict" and "tensors" in node and "data" not in node:
+            try:  # one row of a tensor table, without building 5,000 sibling nodes
+                found = tensor_node(node["tensors"], key)
+            except _NODE_ERRORS as e:
+                raise FormatError(f"malformed 'dict' node: {e}") from None
+            return found if found is not None else MISSING
+        return super().child(node, key)
 
     def _root_node(self) -> Any:
         return self._reader.manifest["root"]

@@ -370,3 +370,19 @@ ALL = {
     "tiny_net": tiny_net,
     "tied_net": tied_net,
 }
+
+
+def tensor_tables() -> dict[str, Any]:
+    """Format 1.1 tensor tables: a plain dict of 70 tensors of several dtypes, a model's state dict
+    (an OrderedDict with per-module versions and a tied weight, so one row names another key), and
+    a nested dict (rows record their member key); a 63-tensor dict stays one node per tensor."""
+    dtypes = [torch.float32, torch.bfloat16, torch.int64, torch.uint8, torch.bool, torch.float16, torch.complex128]
+    flat = {
+        f"t{i}": torch.arange(i % 7 + 1, dtype=torch.float64).reshape(-1, 1).mul(i - 30).to(dtypes[i % 7])
+        for i in range(70)
+    }
+    model = fill_deterministic(torch.nn.Sequential(*[torch.nn.Linear(2, 2) for _ in range(33)]))
+    state = model.state_dict()
+    state["32.weight"] = state["0.weight"]  # tied: one object under two names (it reads back so)
+    small = {f"s{i}": torch.full((2,), float(i)) for i in range(63)}
+    return {"flat": flat, "model": state, "run": {"weights": flat}, "small": small}

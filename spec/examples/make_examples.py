@@ -82,6 +82,9 @@ EXAMPLES: tuple[Example, ...] = (
     Example("checkpoint", "zarchive.save_checkpoint: model state dict, Adam state after one step, StepLR, "
             "seeded RNG states, epoch and a metrics DataFrame", builders.checkpoint_parts,
             write=builders.write_checkpoint, roundtrip_exact=False),
+    Example("tensor_tables", "format 1.1: dicts of 64 or more plain tensors as tensor tables (a plain dict of mixed "
+            "dtypes, a state dict with per-module versions and a tied weight, a nested dict) and a 63-tensor dict "
+            "that keeps one node per tensor", builders.tensor_tables),
 )  # fmt: skip
 
 

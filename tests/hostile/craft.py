@@ -271,7 +271,9 @@ def unpack(data: bytes) -> Parts:
                 raw = zstandard.ZstdDecompressor().stream_reader(raw).read()
             members[name] = raw
             if info.get("entries"):
-                entries[name] = {k: (e["offset"], e["size"]) for k, e in info["entries"].items()}
+                ents = info["entries"]  # format 1.0: {label: {offset, size, crc32}}; 1.1: rows
+                pairs = ents.items() if isinstance(ents, dict) else ((r[0], {"offset": r[1], "size": r[2]}) for r in ents)
+                entries[name] = {k: (e["offset"], e["size"]) for k, e in pairs}
     meta.pop("members")
     return Parts(manifest, members, entries, meta)
 

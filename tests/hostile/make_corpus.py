@@ -44,14 +44,19 @@ class Case:
     build: Callable[[], bytes]
     error: str | None  # a zarchive exception class name ("A|B" for either); None: must load
     match: str  # a regex the message must match
+    # "read": every read raises. "partial": the damage is in a checksum entry, which only a partial
+    # read of that entry (open(...)["t"]) and verify() consult; a full read checks whole members.
+    when: str = "read"
 
 
 CASES: list[Case] = []
 
 
-def case(name: str, error: str | None, match: str = "") -> Callable[[Callable[[], bytes]], Callable[[], bytes]]:
+def case(
+    name: str, error: str | None, match: str = "", when: str = "read"
+) -> Callable[[Callable[[], bytes]], Callable[[], bytes]]:
     def register(fn: Callable[[], bytes]) -> Callable[[], bytes]:
-        CASES.append(Case(name, fn, error, match))
+        CASES.append(Case(name, fn, error, match, when))
         return fn
 
     return register
@@ -195,13 +200,13 @@ case("metadata_zstd_without_suffix", "FormatError", "must end in .zst")(
 case("metadata_negative_size", "FormatError", "bad 'size'")(
     edit_meta(lambda m: m["members"]["lst.jsonl.zst"].update(size=-1))
 )
-case("entry_crc_lies", "IntegrityError", "entry 't' do(es)? not match")(
+case("entry_crc_lies", "IntegrityError", "entry 't' do(es)? not match", when="partial")(
     edit_meta(lambda m: m["members"]["tensors.safetensors"]["entries"]["t"].update(crc32="00000000"))
 )
-case("entry_outside_member", "FormatError", "bad checksum entry 't'")(
+case("entry_outside_member", "FormatError", "bad checksum entry 't'", when="partial")(
     edit_meta(lambda m: m["members"]["tensors.safetensors"]["entries"]["t"].update(offset=10**9))
 )
-case("entry_is_null", "FormatError", "bad checksum entry 't'")(
+case("entry_is_null", "FormatError", "bad checksum entry 't'", when="partial")(
     edit_meta(lambda m: m["members"]["tensors.safetensors"]["entries"].update(t=None))
 )
 case("content_crc_lies", "IntegrityError", "decompressed bytes do not match")(
@@ -294,7 +299,10 @@ def write_corpus(dest: str = CORPUS_DIR) -> list[str]:
     for stale in set(os.listdir(dest)) - set(names) - {"INDEX.json"}:
         if stale.endswith(".zarc"):
             os.remove(os.path.join(dest, stale))
-    index = {c.name + ".zarc": {"error": c.error, "match": c.match} for c in CASES}
+    index = {
+        c.name + ".zarc": {"error": c.error, "match": c.match} | ({"when": c.when} if c.when != "read" else {})
+        for c in CASES
+    }
     with open(os.path.join(dest, "INDEX.json"), "w", encoding="utf-8") as f:
         json.dump(index, f, indent=1, sort_keys=True)
         f.write("\n")

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import FormatError, IntegrityError, MemberNotFoundError, UnsafeArchiveError, VersionError
-from ..protocol import FORMAT_NAME, FORMAT_MAJOR
+from ..protocol import FORMAT_MAJOR, FORMAT_NAME
 from . import codecs
 from .archive_writer import HEADER_LABEL, MANIFEST_NAME, METADATA_NAME
 from .crc import crc32, crc_hex
@@ -23,6 +23,7 @@ from .zipreader import DEFAULT_MAX_MEMBERS, ZipReader
 MAX_JSON_MEMBER_BYTES = 512 << 20
 DEFAULT_MAX_DECOMPRESSED = 4 << 30
 _HEX8 = re.compile(r"^[0-9a-f]{8}$")
+_ABSENT = object()
 _VERSION = re.compile(r"^(\d{1,6})\.(\d{1,6})$")
 
 
@@ -43,6 +44,9 @@ class ArchiveReader:
         self.zip = ZipReader(source, max_members=max_members)
         self._decoded: dict[str, memoryview] = {}
         self._checked: set[tuple[str, str]] = set()
+        # members' parsed format headers, shared by every load from this open archive (read-only)
+        self.parsed: dict[tuple[str, str], Any] = {}
+        self._entry_tables: dict[str, dict[str, Any]] = {}
         self.on_read: Callable[[str, int], None] | None = None  # (member, bytes) per read, for progress bars
         for required in (MANIFEST_NAME, METADATA_NAME):
             if required not in self.zip.members:
@@ -115,18 +119,40 @@ class ArchiveReader:
         if entry["crc32"] != crc_hex(crc):
             raise IntegrityError("the metadata and the zip header disagree on the CRC", member=name)
         entries = entry.get("entries", {})
-        if not isinstance(entries, dict):
+        if not isinstance(entries, (dict, list)):  # format 1.0 wrote an object, 1.1 writes rows
             raise FormatError("bad 'entries' in the metadata", member=name)
         # Each entry is checked when it is first used (see checked_entry): opening an archive of
         # thousands of tensors must not validate thousands of entries it may never read.
 
+    def _entry_table(self, name: str) -> dict[str, Any]:
+        """Label -> raw checksum entry of a member: an {"offset", "size", "crc32"} object (format 1.0)
+        or an [label, offset, size, crc32] row (1.1); indexed once, on first use."""
+        table = self._entry_tables.get(name)
+        if table is None:
+            entries = self.metadata["members"][name].get("entries", {})
+            if isinstance(entries, dict):
+                table = entries
+            else:
+                try:
+                    labels = [row[0] for row in entries]
+                except (TypeError, IndexError, KeyError):
+                    raise FormatError("bad checksum entry row", member=name) from None
+                if set(map(type, labels)) - {str}:
+                    raise FormatError("bad checksum entry row", member=name)
+                table = dict(zip(labels, entries))
+                if len(table) != len(entries):
+                    raise FormatError("a checksum entry label is listed twice", member=name)
+            self._entry_tables[name] = table
+        return table
+
     def checked_entry(self, name: str, label: str) -> dict[str, Any] | None:
         """The metadata's checksum entry `label` of member `name`, validated; None if there is none."""
         entry = self.metadata["members"][name]
-        entries = entry.get("entries", {})
-        if label not in entries:
+        e = self._entry_table(name).get(label, _ABSENT)
+        if e is _ABSENT:
             return None
-        e = entries[label]  # may be anything, null included: checked here
+        if isinstance(e, list):  # may be anything, null included: checked here
+            e = {"offset": e[1], "size": e[2], "crc32": e[3]} if len(e) == 4 else None
         if (
             not isinstance(e, dict)
             or type(e.get("offset")) is not int
@@ -142,7 +168,7 @@ class ArchiveReader:
 
     def checked_entries(self, name: str) -> dict[str, dict[str, Any]]:
         """All checksum entries of a member, validated."""
-        return {label: self.checked_entry(name, label) for label in self.metadata["members"][name].get("entries", {})}  # type: ignore[misc]
+        return {label: self.checked_entry(name, label) for label in self._entry_table(name)}  # type: ignore[misc]
 
     def _check_member_crc(self, name: str, data: memoryview) -> None:
         entry = self.metadata["members"][name]
@@ -212,17 +238,33 @@ class ArchiveReader:
             return (cached if cached is not None else self.zip.view(name))[:n]
         return codecs.decompress_prefix(self.zip.view(name), n, member=name)
 
-    def member_range(self, name: str, begin: int, end: int, label: str, *, path: str | None = None) -> memoryview:
+    def member_range(
+        self,
+        name: str,
+        begin: int,
+        end: int,
+        label: str,
+        *,
+        path: str | None = None,
+        own: Callable[[memoryview], memoryview] | None = None,
+    ) -> memoryview:
         """Bytes [begin, end) of a member, verified by the entry checksum `label` when it is stored
-        uncompressed (so one tensor is checked without reading its neighbours)."""
+        uncompressed (so one tensor is checked without reading its neighbours); no check is needed
+        once the whole member has been checked.
+
+        own: turns this reader's view into the caller's own view of the same bytes (another private
+        mapping of the file); the check then runs on the bytes returned, so their pages are read once."""
         entry = self.member_entry(name, path=path)
         if not (0 <= begin <= end <= entry["size"]):
             raise FormatError("range outside the member", member=name, path=path)
         if entry["codec"] != "none":
-            return self.member_bytes(name, path=path)[begin:end]
+            data = self.member_bytes(name, path=path)[begin:end]
+            return own(data) if own is not None else data
         info = self.zip.members[name]
         data = self.source.view(info.data_offset + begin, end - begin)
-        if self.verify and (name, label) not in self._checked:
+        if own is not None:
+            data = own(data)
+        if self.verify and (name, label) not in self._checked and (name, "") not in self._checked:
             e = self.checked_entry(name, label)
             if e is None or e["offset"] != begin or e["size"] != end - begin:
                 raise IntegrityError(f"no checksum recorded for entry {label!r}", member=name, path=path)
@@ -272,4 +314,5 @@ class ArchiveReader:
 
     def close(self) -> None:
         self._decoded.clear()
+        self.parsed.clear()
         self.source.close()

@@ -84,14 +84,14 @@ def _write_plain(zw: ZipWriter, m: MemberPlan, pool: _ChecksumPool) -> dict[str,
     sink = zw.open_entry(m.name, align=MEMBER_ALIGN)
     sink.track_crc = False
     running = 0
-    entries: dict[str, dict[str, Any]] = {}
+    entries: list[list[Any]] = []  # [label, offset, size, crc32] rows: compact for 5,000-tensor members
     for label, buf in m.parts():
         buf = buf.cast("B") if buf.format != "B" or buf.ndim != 1 else buf
         offset = sink.entry.size
         part_crc = pool.write_with_crc(sink, buf)
         running = crc32_combine(running, part_crc, buf.nbytes) if buf.nbytes >= 65536 else crc32(buf, running)
         if label is not None:
-            entries[label] = {"offset": offset, "size": buf.nbytes, "crc32": crc_hex(part_crc)}
+            entries.append([label, offset, buf.nbytes, crc_hex(part_crc)])
     entry = sink.close(crc=running)
     info: dict[str, Any] = {
         "codec": "none",

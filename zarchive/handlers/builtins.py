@@ -17,6 +17,7 @@ from typing import Any
 from ..container.jsontext import decode_jsonl, dumps_compact, encode_jsonl, encode_jsonl_strings
 from ..context import LoadContext, Node, SaveContext
 from .base import Handler, expect
+from .tensor_rows import tabulate_when_laid_out, tensor_nodes
 
 SAFE_INT = 2**53
 MAX_BIG_INT_HEX = 1 << 20
@@ -252,7 +253,9 @@ class DictHandler(Handler):
     def save(self, obj: dict[Any, Any], ctx: SaveContext) -> Node:
         cls = type(obj)
         if cls is dict and _plain_keys(obj):
-            return {k: ctx.save(v, k) for k, v in obj.items()}
+            plain = {k: ctx.save(v, k) for k, v in obj.items()}
+            tabulate_when_laid_out(ctx, plain, plain)
+            return plain
         node: dict[str, Any] = {"$type": "dict"}
         if cls is OrderedDict:
             node["class"] = "OrderedDict"
@@ -264,6 +267,8 @@ class DictHandler(Handler):
             node["default_factory"] = None if factory is None else _FACTORY_NAMES[factory]
         if _plain_keys(obj):
             node["data"] = {k: ctx.save(v, k) for k, v in obj.items()}
+            if cls is OrderedDict:
+                tabulate_when_laid_out(ctx, node, node["data"])
         else:
             node["items"] = []
             for k, v in obj.items():
@@ -292,6 +297,9 @@ class DictHandler(Handler):
             data = expect(node, "data", dict, ctx)
             for k, v in data.items():
                 out[k] = ctx.load(v, k)
+        elif "tensors" in node:
+            for k, tensor_node in tensor_nodes(node["tensors"], ctx):
+                out[k] = ctx.load(tensor_node, k)
         else:
             for pair in expect(node, "items", list, ctx):
                 if not isinstance(pair, list) or len(pair) != 2:
@@ -309,6 +317,8 @@ class DictHandler(Handler):
     def children(self, node: dict[str, Any]) -> dict[str, Any] | None:
         if isinstance(node.get("data"), dict):
             return dict(node["data"])
+        if "tensors" in node:
+            return dict(tensor_nodes(node["tensors"], None))
         items = node.get("items")
         if not isinstance(items, list):
             return None

@@ -22,7 +22,7 @@ from ..context import LoadContext, Node, SaveContext
 from ..errors import DeviceError, FormatError
 from ..objpath import join_path
 from .base import Handler
-from .torch_types import ST_CODE, dtype_from_name, dtype_name, place
+from .torch_types import DTYPES, ST_CODE, ST_TORCH, dtype_from_name, dtype_name, place
 
 ROOT_GROUP_MEMBER = "tensors"
 _SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -206,15 +206,21 @@ class TensorHandler(Handler):
         return node
 
     def load(self, node: dict[str, Any], ctx: LoadContext) -> torch.Tensor:
-        dtype = dtype_from_name(node.get("dtype"), ctx)
+        # This runs once per tensor (5,000 times for a 5,000-tensor state dict): keep it lean.
+        name = node.get("dtype")
+        dtype = DTYPES.get(name) if type(name) is str else None
+        if dtype is None:
+            dtype = dtype_from_name(name, ctx)  # raises, naming the bad value
         shape = check_shape(node.get("shape"))
-        saved_device = node.get("device", "cpu")
         view = node.get("view")
+        parameter, requires_grad = node.get("parameter") is True, node.get("requires_grad") is True
         memo: dict[tuple[Any, ...], torch.Tensor] = ctx.state("torch.memo", dict)
-        memo_key = (node.get("$ref"), node.get("key"), repr(view), node.get("parameter"), node.get("requires_grad"))
-        if memo_key in memo:
-            return memo[memo_key]
-        device = place(saved_device, ctx)
+        memo_key = (node.get("$ref"), node.get("key"), None if view is None else repr(view), parameter, requires_grad)
+        t = memo.get(memo_key)
+        if t is not None:
+            return t
+        saved_device = node.get("device", "cpu")
+        device = None if ctx.map_location is None else place(saved_device, ctx)
         if device is not None and device.type == "meta":
             t = torch.empty(shape, dtype=dtype, device="meta")
         else:
@@ -230,9 +236,9 @@ class TensorHandler(Handler):
                     ) from None
         if ctx.dtype is not None and t.is_floating_point():
             t = t.to(ctx.dtype)
-        if node.get("parameter") is True:
-            t = torch.nn.Parameter(t, requires_grad=node.get("requires_grad") is True)
-        elif node.get("requires_grad") is True and (t.is_floating_point() or t.is_complex()):
+        if parameter:
+            t = torch.nn.Parameter(t, requires_grad=requires_grad)
+        elif requires_grad and (t.is_floating_point() or t.is_complex()):
             t.requires_grad_(True)
         memo[memo_key] = t
         return t
@@ -249,10 +255,7 @@ class TensorHandler(Handler):
         name, key = node.get("$ref"), node.get("key")
         if not isinstance(key, str):
             raise ctx.error("tensor node lacks its 'key' in the member")
-        slots = _member_slots(name, ctx)
-        slot = slots.get(key)
-        if slot is None:
-            raise FormatError(f"tensor {key!r} is not in the member", member=name, path=ctx.path_str)
+        slot = _find_slot(name, key, ctx)
         base = _slot_tensor(name, slot, ctx)
         if device is not None and base.device != device:
             # move the stored bytes once, then view them there, so that views still share memory
@@ -263,7 +266,7 @@ class TensorHandler(Handler):
             base = moved[where]
         if view is None:
             st_code, raw = ST_CODE.get(dtype, ("U8", True))
-            nbytes = math.prod(shape) * torch.empty(0, dtype=dtype).element_size()
+            nbytes = math.prod(shape) * dtype.itemsize
             if slot.dtype != st_code or (not raw and slot.shape != shape) or (raw and slot.shape != (nbytes,)):
                 raise FormatError(
                     f"the member stores {key!r} as {slot.dtype}{list(slot.shape)}, the manifest says "
@@ -271,14 +274,13 @@ class TensorHandler(Handler):
                     member=name,
                     path=ctx.path_str,
                 )
-            return base.view(dtype).reshape(shape) if raw else base.reshape(shape)
+            return base.view(dtype).view(shape) if raw else base  # (base already has the slot's shape)
         if not isinstance(view, dict) or slot.dtype != "U8":
             raise ctx.error("bad tensor view")
         offset, stride = view.get("storage_offset"), view.get("stride")
         if type(offset) is not int or not isinstance(stride, list) or len(stride) != len(shape):
             raise ctx.error("bad tensor view")
-        itemsize = torch.empty(0, dtype=dtype).element_size()
-        if base.numel() % itemsize:
+        if base.numel() % dtype.itemsize:
             raise ctx.error("shared storage size is not a multiple of the element size")
         try:
             return base.view(dtype).as_strided(shape, stride, offset)
@@ -289,10 +291,20 @@ class TensorHandler(Handler):
         return f"tensor {node.get('dtype')} {node.get('shape')} -> {node.get('$ref')}[{node.get('key')!r}]"
 
 
+def _find_slot(name: Any, key: str, ctx: LoadContext) -> TensorSlot:
+    """Where tensor `key` lies in member `name`, from the member's own header (parsed and checked
+    once per opened archive, so lazily fetching one tensor after another does not parse it again)."""
+    slots = ctx.archive.parsed.get(("safetensors", name)) if isinstance(name, str) else None
+    if slots is None:
+        slots = _member_slots(name, ctx)
+    slot = slots.get(key)
+    if slot is None:
+        raise FormatError(f"tensor {key!r} is not in the member", member=name, path=ctx.path_str)
+    return slot
+
+
 def _member_slots(name: Any, ctx: LoadContext) -> dict[str, TensorSlot]:
-    cache: dict[str, dict[str, TensorSlot]] = ctx.state("torch.slots", dict)
-    if isinstance(name, str) and name in cache:
-        return cache[name]
+    """The parsed, checked header of a safetensors member; parsed once per opened archive."""
     entry = ctx.member_entry(name)
     size = entry["size"]
     if entry["codec"] == "none":
@@ -305,17 +317,15 @@ def _member_slots(name: Any, ctx: LoadContext) -> dict[str, TensorSlot]:
         parse_header(ctx.archive.member_prefix(name, hlen, path=ctx.path_str), size, member=name)
         head = ctx.member_bytes(name, shared=True)
     slots = parse_header(head, size, member=name)
-    cache[name] = slots
+    ctx.archive.parsed[("safetensors", name)] = slots
     return slots
 
 
 def _slot_tensor(name: str, slot: TensorSlot, ctx: LoadContext) -> torch.Tensor:
     """The slot's bytes as a flat tensor of its stored dtype, over the mapped file where possible."""
-    from .torch_types import ST_TORCH
-
     data = ctx.member_range(name, slot.begin, slot.end, slot.key)
     st_dtype = ST_TORCH[slot.dtype]
     if data.nbytes == 0:
         return torch.empty(slot.shape, dtype=st_dtype)
     flat = torch.frombuffer(data, dtype=st_dtype)  # ctx.member_range gives writable bytes: no warning
-    return flat.reshape(slot.shape)
+    return flat if len(slot.shape) == 1 else flat.view(slot.shape)

@@ -1,0 +1,218 @@
+"""Format 1.1's compact forms: dicts of many plain tensors as a table of rows, and checksum entries as
+rows. Round trips, when the table is (not) used, lazy access to one row, and malformed tables."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_container import manifest_of, metadata_of
+
+import zarchive
+from zarchive.handlers.tensor_rows import MIN_ROWS
+from zarchive.objpath import join_path
+
+
+def many(n: int = MIN_ROWS, dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
+    gen = torch.Generator().manual_seed(n)
+    return {f"layers.{i}.w": torch.randn(i % 5 + 1, 3, generator=gen).to(dtype) for i in range(n)}
+
+
+def assert_same(got: dict[str, Any], want: dict[str, Any]) -> None:
+    assert list(got) == list(want)
+    for k, w in want.items():
+        assert got[k].dtype == w.dtype and got[k].shape == w.shape, k
+        assert torch.equal(got[k], w), k
+
+
+def test_a_big_plain_dict_is_written_as_rows_and_reads_back(tmp_path: Path) -> None:
+    sd = many()
+    zarchive.save(sd, tmp_path / "a.zarc")
+    root = manifest_of(tmp_path / "a.zarc")["root"]
+    assert root["$type"] == "dict" and set(root) == {"$type", "tensors"}
+    table = root["tensors"]
+    assert table["$ref"] == "tensors.safetensors" and table["device"] == "cpu"
+    assert table["rows"][1] == ["layers.1.w", "float32", [2, 3]]  # name = key: no fourth column
+    assert_same(zarchive.read(tmp_path / "a.zarc"), sd)
+    assert metadata_of(tmp_path / "a.zarc")["format_version"] == "1.1"
+
+
+def test_below_the_threshold_each_tensor_keeps_its_node(tmp_path: Path) -> None:
+    sd = many(MIN_ROWS - 1)
+    zarchive.save(sd, tmp_path / "a.zarc")
+    root = manifest_of(tmp_path / "a.zarc")["root"]
+    assert root["layers.0.w"]["$type"] == "torch.Tensor"
+    assert_same(zarchive.read(tmp_path / "a.zarc"), sd)
+
+
+def test_a_model_state_dict_keeps_its_class_metadata_and_tied_entries(tmp_path: Path) -> None:
+    model = torch.nn.Sequential(*[torch.nn.Linear(3, 3) for _ in range(40)])
+    model[39].weight = model[0].weight  # tied: one stored entry, a row with its own key
+    sd = model.state_dict()
+    assert isinstance(sd, OrderedDict) and len(sd) >= MIN_ROWS
+    zarchive.save({"model": sd}, tmp_path / "m.zarc")
+    node = manifest_of(tmp_path / "m.zarc")["root"]["model"]
+    assert list(node) == ["$type", "class", "tensors", "attrs"] and node["class"] == "OrderedDict"
+    rows = {row[0]: row for row in node["tensors"]["rows"]}
+    assert rows["39.weight"] == ["39.weight", "float32", [3, 3], "0.weight"]
+    got = zarchive.read(tmp_path / "m.zarc")["model"]
+    assert isinstance(got, OrderedDict) and got._metadata == sd._metadata  # type: ignore[attr-defined]
+    assert_same(got, sd)
+    assert got["39.weight"].data_ptr() == got["0.weight"].data_ptr()  # still one storage
+    fresh = torch.nn.Sequential(*[torch.nn.Linear(3, 3) for _ in range(40)])
+    fresh.load_state_dict(got)
+
+
+def test_nested_dicts_record_the_member_key(tmp_path: Path) -> None:
+    sd = many()
+    zarchive.save({"run": {"weights": sd}}, tmp_path / "n.zarc")
+    table = manifest_of(tmp_path / "n.zarc")["root"]["run"]["weights"]["tensors"]
+    assert table["$ref"] == "run.safetensors"
+    assert table["rows"][0] == ["layers.0.w", "float32", [1, 3], "weights/layers.0.w"]
+    assert_same(zarchive.read(tmp_path / "n.zarc")["run"]["weights"], sd)
+
+
+def test_compressed_members_are_named_in_the_table(tmp_path: Path) -> None:
+    ints = {f"c{i}": torch.zeros(300, dtype=torch.int64) for i in range(MIN_ROWS)}
+    zarchive.save(ints, tmp_path / "c.zarc")
+    table = manifest_of(tmp_path / "c.zarc")["root"]["tensors"]
+    assert table["$ref"] == "tensors.safetensors.zst"
+    assert_same(zarchive.read(tmp_path / "c.zarc"), ints)
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        lambda sd: sd.update(extra=[1, 2]),  # a value that is not a tensor
+        lambda sd: sd.update(p=torch.nn.Parameter(torch.ones(2))),  # a Parameter keeps its flags in a node
+        lambda sd: sd.update(g=torch.ones(2, requires_grad=True)),
+        lambda sd: sd.update(zip(("v1", "v2"), torch.ones(2, 4).unbind())),  # two views of one storage
+    ],
+    ids=["not-a-tensor", "parameter", "requires-grad", "view"],
+)
+def test_dicts_that_need_full_nodes_keep_them(spoil: Any, tmp_path: Path) -> None:
+    sd: dict[str, Any] = dict(many())
+    spoil(sd)
+    zarchive.save(sd, tmp_path / "s.zarc")
+    root = manifest_of(tmp_path / "s.zarc")["root"]
+    assert "tensors" not in root and root["layers.0.w"]["$type"] == "torch.Tensor"
+    got = zarchive.read(tmp_path / "s.zarc")
+    assert list(got) == list(sd)
+
+
+def test_one_row_is_fetched_lazily_and_listed(tmp_path: Path) -> None:
+    sd = many(200)
+    zarchive.save({"model": sd}, tmp_path / "l.zarc")
+    with zarchive.open(tmp_path / "l.zarc") as arc:
+        assert arc.keys("model") == list(sd)
+        assert "model/layers.7.w" in arc and "model/nope" not in arc
+        assert torch.equal(arc["model/layers.7.w"], sd["layers.7.w"])
+        assert "float32 [3, 3]" in arc.summary("model/layers.7.w")
+        with pytest.raises(zarchive.MemberNotFoundError):
+            arc["model/nope"]
+        entries = arc.entries("model.safetensors")
+        assert set(entries) == {"$header", *sd} and entries["layers.7.w"]["size"] == 36
+
+
+def test_the_cli_shows_rows(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    zarchive.save(many(), tmp_path / "c.zarc")
+    out = subprocess.run(
+        [sys.executable, "-m", "zarchive", "show", str(tmp_path / "c.zarc")], capture_output=True, text=True, check=True
+    ).stdout
+    assert "layers.63.w  tensor float32 [4, 3] -> tensors.safetensors['layers.63.w']" in out
+
+
+def _table_file(tmp_path: Path, edit: Any) -> Path:
+    """A valid archive whose tensor table is edited (only the manifest: every checksum is redone)."""
+    from zarchive.container.archive_writer import MemberPlan, choose_codecs, write_archive
+
+    src = tmp_path / "src.zarc"
+    zarchive.save(many(), src, compress=False)
+    with zarchive.open(src) as arc, zipfile.ZipFile(src) as zf:
+        manifest = json.loads(json.dumps(arc.manifest))
+        meta = {k: v for k, v in arc.meta.items() if k != "members"}
+        data = zf.read("tensors.safetensors")
+        labels = sorted(arc.entries("tensors.safetensors").items(), key=lambda kv: kv[1]["offset"])
+    edit(manifest["root"]["tensors"])
+    parts = [(label, memoryview(data)[e["offset"] : e["offset"] + e["size"]]) for label, e in labels]
+    plan = MemberPlan(base_name="tensors.safetensors", parts=lambda: parts, compress="never")
+    choose_codecs([plan], None)
+    out = tmp_path / "edited.zarc"
+    with open(out, "wb") as f:
+        write_archive(f, manifest, [plan], meta, None)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        (lambda t: t["rows"].append(list(t["rows"][0])), "listed twice"),
+        (lambda t: t["rows"].append(["x", "float32"]), "row must be"),
+        (lambda t: t["rows"].append(["x", "float32", [1], 5]), "must be a string"),
+        (lambda t: t.pop("$ref"), "needs a '\\$ref'"),
+        (lambda t: t.update(rows="no"), "with 'rows'"),
+        (lambda t: t["rows"][0].append("layers.1.w"), "member stores"),  # the wrong entry: shapes differ
+        (lambda t: t["rows"][0].__setitem__(1, "float64"), "member stores"),
+        (lambda t: t["rows"][0].__setitem__(1, "pickle"), "unknown torch dtype"),
+    ],
+    ids=["duplicate", "short-row", "key-not-str", "no-ref", "rows-not-list", "wrong-key", "wrong-dtype", "bad-dtype"],
+)
+def test_malformed_tables_are_format_errors(edit: Any, match: str, tmp_path: Path) -> None:
+    path = _table_file(tmp_path, edit)
+    with pytest.raises(zarchive.FormatError, match=match):
+        zarchive.read(path)
+
+
+def test_the_edited_table_control_reads(tmp_path: Path) -> None:
+    """Control for the test above: the rewrite itself keeps a valid archive."""
+    assert_same(zarchive.read(_table_file(tmp_path, lambda t: None)), many())
+
+
+def test_duplicate_checksum_entry_rows_are_refused(tmp_path: Path) -> None:
+    from hostile.craft import pack, unpack
+
+    zarchive.save(many(), tmp_path / "d.zarc", compress=False)
+    parts = unpack((tmp_path / "d.zarc").read_bytes())
+
+    def dup(meta: dict[str, Any]) -> None:
+        entries = meta["members"]["tensors.safetensors"]["entries"]
+        rows = [[k, e["offset"], e["size"], e["crc32"]] for k, e in entries.items()]
+        meta["members"]["tensors.safetensors"]["entries"] = rows + [rows[1]]
+
+    (tmp_path / "dup.zarc").write_bytes(pack(parts, meta_edit=dup))
+    with zarchive.open(tmp_path / "dup.zarc") as arc, pytest.raises(zarchive.FormatError, match="listed twice"):
+        arc["layers.3.w"]
+
+
+dtypes = st.sampled_from([torch.float32, torch.bfloat16, torch.int64, torch.uint8, torch.bool, torch.float64])
+shapes = st.lists(st.integers(0, 4), min_size=0, max_size=3)
+names = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=12)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    specs=st.dictionaries(names, st.tuples(dtypes, shapes), min_size=MIN_ROWS - 2, max_size=MIN_ROWS + 8),
+    nested=st.booleans(),
+)
+def test_round_trip_around_the_threshold(specs: dict[str, Any], nested: bool, tmp_path_factory: Any) -> None:
+    gen = torch.Generator().manual_seed(len(specs))
+    sd = {k: (torch.rand(shape, generator=gen) * 100).to(dtype) for k, (dtype, shape) in specs.items()}
+    value: Any = {"outer": {"inner": sd}} if nested else sd
+    path = tmp_path_factory.mktemp("rt") / "p.zarc"
+    zarchive.save(value, path)
+    got = zarchive.read(path)
+    assert_same(got["outer"]["inner"] if nested else got, sd)
+    with zarchive.open(path) as arc:
+        prefix = ["outer", "inner"] if nested else []
+        some = next(iter(sd))
+        assert torch.equal(arc[join_path([*prefix, some])], sd[some])
