@@ -475,7 +475,7 @@ def test_configured_model_checkpoint(tmp_path: Path) -> None:
 # --- devices, dtypes, memory -----------------------------------------------------------------------------
 def _retag_devices(node: Any, device: str) -> None:
     if isinstance(node, dict):
-        if node.get("$type") == "torch.Tensor":
+        if node.get("$type") == "torch.Tensor" or {"$ref", "device", "rows"} <= set(node):  # a node or a tensor table
             node["device"] = device
         for v in node.values():
             _retag_devices(v, device)

@@ -178,6 +178,17 @@ def test_the_edited_table_control_reads(tmp_path: Path) -> None:
     assert_same(zarchive.read(_table_file(tmp_path, lambda t: None)), many())
 
 
+def test_a_table_saved_on_a_gpu_follows_map_location(tmp_path: Path) -> None:
+    """The table's one device tag is mapped like a tensor node's (a GPU save, simulated by its tag)."""
+    path = _table_file(tmp_path, lambda t: t.update(device="cuda:0"))
+    assert_same(zarchive.read(path), many())  # default: CPU
+    assert_same(zarchive.read(path, map_location={"cuda:0": "cpu"}), many())
+    assert zarchive.read(path, map_location="meta")["layers.5.w"].device.type == "meta"
+    if not torch.cuda.is_available():
+        with pytest.raises(zarchive.DeviceError, match="saved on 'cuda:0'"):
+            zarchive.read(path, map_location="saved")
+
+
 def test_duplicate_checksum_entry_rows_are_refused(tmp_path: Path) -> None:
     from hostile.craft import pack, unpack
 

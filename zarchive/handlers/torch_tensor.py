@@ -226,14 +226,7 @@ class TensorHandler(Handler):
         else:
             t = self._read(node, dtype, shape, view, ctx, device)
             if device is not None and t.device != device:
-                try:
-                    t = t.to(device)
-                except (RuntimeError, AssertionError) as e:
-                    raise DeviceError(
-                        f"cannot place a tensor saved on {saved_device!r} on {device}: {e}; pass map_location "
-                        "(e.g. 'cpu' or {'cuda:0': 'cpu'})",
-                        path=ctx.path_str,
-                    ) from None
+                t = _to_device(t, device, node, ctx)
         if ctx.dtype is not None and t.is_floating_point():
             t = t.to(ctx.dtype)
         if parameter:
@@ -262,7 +255,7 @@ class TensorHandler(Handler):
             moved: dict[tuple[str, str, str], torch.Tensor] = ctx.state("torch.moved", dict)
             where = (name, key, str(device))
             if where not in moved:
-                moved[where] = base.to(device)
+                moved[where] = _to_device(base, device, node, ctx)
             base = moved[where]
         if view is None:
             st_code, raw = ST_CODE.get(dtype, ("U8", True))
@@ -289,6 +282,17 @@ class TensorHandler(Handler):
 
     def summary(self, node: dict[str, Any]) -> str:
         return f"tensor {node.get('dtype')} {node.get('shape')} -> {node.get('$ref')}[{node.get('key')!r}]"
+
+
+def _to_device(t: torch.Tensor, device: torch.device, node: dict[str, Any], ctx: LoadContext) -> torch.Tensor:
+    try:
+        return t.to(device)
+    except (RuntimeError, AssertionError) as e:  # AssertionError: "Torch not compiled with CUDA enabled"
+        raise DeviceError(
+            f"cannot place a tensor saved on {node.get('device', 'cpu')!r} on {device}: {e}; pass map_location "
+            "(e.g. 'cpu' or {'cuda:0': 'cpu'})",
+            path=ctx.path_str,
+        ) from None
 
 
 def _find_slot(name: Any, key: str, ctx: LoadContext) -> TensorSlot:
