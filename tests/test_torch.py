@@ -178,6 +178,19 @@ def test_non_leaf_tensor_is_saved_by_value(check_roundtrip) -> None:
     assert back.is_leaf and back.requires_grad
 
 
+def test_conjugate_and_negative_views_store_the_values_they_show(tmp_path) -> None:
+    """torch's lazy conj()/neg views share their base's storage with a flag: the stored values are
+    the resolved ones, and the base beside its conjugate view keeps its own values."""
+    x = torch.randn(3, dtype=torch.complex64)
+    value = {"x": x, "conj": x.conj(), "neg": torch.ones(2)._neg_view(), "p": torch.nn.Parameter(x.conj())}
+    zarchive.save(value, tmp_path / "c.zarc")
+    got = zarchive.read(tmp_path / "c.zarc")
+    for k, v in value.items():
+        want = v.detach().resolve_conj().resolve_neg()
+        assert torch.equal(got[k].detach(), want) and not got[k].is_conj() and not got[k].is_neg(), k
+    assert isinstance(got["p"], torch.nn.Parameter)
+
+
 @pytest.mark.parametrize(
     "map_location",
     [None, "cpu", torch.device("cpu"), {"cpu": "cpu"}, "saved"],

@@ -17,7 +17,23 @@ _encode_ascii = json.encoder.encode_basestring_ascii  # type: ignore[attr-define
 
 
 INLINE_WIDTH = 160
-_inline = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(", ", ": ")).encode
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+
+
+def _not_json(o: Any) -> Any:
+    raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
+
+
+if _c_make_encoder is not None:
+    # The C encoder built once: JSONEncoder.encode builds one per call, which is most of the cost of
+    # the many one-line encodes below (a 5,000-row tensor table). Markers catch cycles like json.dumps.
+    _c_inline = _c_make_encoder({}, _not_json, _encode_str, None, ": ", ", ", False, False, False)
+
+    def _inline(value: Any) -> str:
+        return "".join(_c_inline(value, 0))
+
+else:  # pragma: no cover (Python builds without the _json accelerator)
+    _inline = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(", ", ": ")).encode
 
 
 def _key(k: Any) -> str:

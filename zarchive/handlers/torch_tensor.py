@@ -26,6 +26,10 @@ from .torch_types import DTYPES, ST_CODE, ST_TORCH, dtype_from_name, dtype_name,
 
 ROOT_GROUP_MEMBER = "tensors"
 _SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+_NUMPY_DTYPES = frozenset({
+    torch.float64, torch.float32, torch.float16, torch.int64, torch.int32, torch.int16, torch.int8,
+    torch.uint8, torch.bool, torch.complex64, torch.complex128,
+})  # fmt: skip
 
 
 @dataclass
@@ -67,6 +71,10 @@ class _Group:
 def _as_bytes(t: torch.Tensor) -> memoryview:
     """The tensor's bytes (CPU, contiguous) as a flat memoryview, without copying where possible."""
     t = t.detach()
+    if t.device.type == "cpu" and t.dtype in _NUMPY_DTYPES and t.numel() and t.is_contiguous():
+        view = memoryview(t.numpy())  # the common case, in one step (this runs once per tensor)
+        if view.c_contiguous:
+            return view.cast("B")
     if t.device.type != "cpu":
         t = t.cpu()
     if not t.is_contiguous():
@@ -202,6 +210,8 @@ class TensorHandler(Handler):
             node["parameter"] = True
         if t.requires_grad:
             node["requires_grad"] = True
+        if t.is_conj() or t.is_neg():  # lazy conjugate/negative views: store the values they show
+            t = t.resolve_conj().resolve_neg()
         ctx.state("torch.tensors", lambda: _TensorTable(ctx)).add(t, node)
         return node
 
