@@ -6,13 +6,12 @@ import html
 from types import TracebackType
 from typing import Any
 
-from .browse import MISSING, TreeBrowser
+from .browse import TreeBrowser
 from .container.archive_reader import ArchiveReader
 from .container.parallel_verify import verify_uncompressed
 from .context import LoadContext
 from .errors import FormatError, MemberNotFoundError
 from .gcpause import gc_paused
-from .handlers.tensor_rows import tensor_node
 from .objpath import split_path
 from .options import Settings
 from .registry import HandlerRegistry
@@ -67,13 +66,13 @@ class LazyArchive(TreeBrowser):
         return None
 
     def child(self, node: Any, key: str) -> Any:
-        if isinstance(node, dict) and node.get("$type") == "dict" and "tensors" in node and "data" not in node:
-            try:  # one row of a tensor table, without building 5,000 sibling nodes
-                found = tensor_node(node["tensors"], key)
-            except _NODE_ERRORS as e:
-                raise FormatError(f"malformed 'dict' node: {e}") from None
-            return found if found is not None else MISSING
-        return super().child(node, key)
+        tag = node.get("$type") if isinstance(node, dict) else None
+        if tag is None:
+            return super().child(node, key)
+        try:  # the handler may find one child without building its siblings (a 5,000-row table)
+            return self._registry.for_tag(tag).child(node, key)
+        except _NODE_ERRORS as e:
+            raise FormatError(f"malformed {str(tag)[:60]!r} node: {type(e).__name__}: {e}") from None
 
     def _root_node(self) -> Any:
         return self._reader.manifest["root"]

@@ -13,6 +13,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..browse import MISSING
+
 if TYPE_CHECKING:
     from ..context import LoadContext, Node, SaveContext
 
@@ -36,6 +38,12 @@ class Handler(ABC):
     def children(self, node: dict[str, Any]) -> dict[str, Any] | None:
         """The node's child nodes by path component, for lazy navigation (None: a leaf)."""
         return None
+
+    def child(self, node: dict[str, Any], key: str) -> Any:
+        """One child node by path component (MISSING if there is none); override where listing
+        every child to find one is costly."""
+        kids = self.children(node)
+        return kids[key] if kids is not None and key in kids else MISSING
 
     def summary(self, node: dict[str, Any]) -> str:
         """A one-line description for listings (`zarchive show`)."""

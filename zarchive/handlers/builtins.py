@@ -14,10 +14,11 @@ import struct
 from collections import OrderedDict, defaultdict
 from typing import Any
 
+from ..browse import MISSING
 from ..container.jsontext import decode_jsonl, dumps_compact, encode_jsonl, encode_jsonl_strings
 from ..context import LoadContext, Node, SaveContext
 from .base import Handler, expect
-from .tensor_rows import tabulate_when_laid_out, tensor_nodes
+from .tensor_rows import tabulate_when_laid_out, tensor_node, tensor_nodes
 
 SAFE_INT = 2**53
 MAX_BIG_INT_HEX = 1 << 20
@@ -327,6 +328,13 @@ class DictHandler(Handler):
             if isinstance(pair, list) and len(pair) == 2:
                 out.setdefault(_node_label(pair[0]), pair[1])  # '1' for both 1 and '1': the first wins
         return out
+
+
+    def child(self, node: dict[str, Any], key: str) -> Any:
+        if "tensors" in node and "data" not in node:  # one row, without building its 4,999 siblings
+            found = tensor_node(node["tensors"], key)
+            return found if found is not None else MISSING
+        return super().child(node, key)
 
 
 def _node_label(node: Node) -> str:
