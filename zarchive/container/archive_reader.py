@@ -170,6 +170,14 @@ class ArchiveReader:
         """All checksum entries of a member, validated."""
         return {label: self.checked_entry(name, label) for label in self._entry_table(name)}  # type: ignore[misc]
 
+    def damaged_entries(self, name: str, raw: memoryview) -> list[str]:
+        """Labels of the member's checksum entries whose bytes in `raw` do not match."""
+        return [
+            label
+            for label, e in self.checked_entries(name).items()
+            if crc_hex(crc32(raw[e["offset"] : e["offset"] + e["size"]])) != e["crc32"]
+        ]
+
     def _check_member_crc(self, name: str, data: memoryview) -> None:
         entry = self.metadata["members"][name]
         if entry["crc32"] != crc_hex(self.zip.members[name].crc):
@@ -287,11 +295,7 @@ class ArchiveReader:
             try:
                 raw = self.zip.view(name)
                 if crc32(raw) != self.zip.members[name].crc:
-                    damaged = [
-                        label
-                        for label, e in self.checked_entries(name).items()
-                        if crc_hex(crc32(raw[e["offset"] : e["offset"] + e["size"]])) != e["crc32"]
-                    ]
+                    damaged = self.damaged_entries(name, raw)
                     if damaged:  # name the tensors (or header) that are damaged, not only the member
                         problems += [(name, f"entry {label!r} does not match its checksum") for label in damaged]
                     else:

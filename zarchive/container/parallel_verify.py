@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import IntegrityError
 from .archive_reader import ArchiveReader
-from .crc import crc32, crc32_combine, crc_hex
+from .crc import crc32, crc32_combine
 
 CHUNK = 16 << 20
 SERIAL_BELOW = 8 << 20  # less data than this is checked on the calling thread
@@ -68,8 +68,7 @@ def verify_uncompressed(reader: ArchiveReader, workers: int | None = None) -> No
 
 def _damage(reader: ArchiveReader, name: str) -> str:
     """What is damaged in a member that failed its checksum: the first bad entry, if entries say."""
-    raw = reader.zip.view(name)
-    for label, e in reader.checked_entries(name).items():
-        if crc_hex(crc32(raw[e["offset"] : e["offset"] + e["size"]])) != e["crc32"]:
-            return f"entry {label!r} does not match its checksum (damaged file)"
+    damaged = reader.damaged_entries(name, reader.zip.view(name))
+    if damaged:
+        return f"entry {damaged[0]!r} does not match its checksum (damaged file)"
     return "member bytes do not match the recorded checksum (damaged file)"

@@ -22,7 +22,7 @@ from ..context import LoadContext, Node, SaveContext
 from ..errors import DeviceError, FormatError
 from ..objpath import join_path
 from .base import Handler
-from .torch_types import DTYPES, ST_CODE, ST_TORCH, dtype_from_name, dtype_name, place
+from .torch_types import ST_CODE, ST_TORCH, dtype_from_name, dtype_name, place
 
 ROOT_GROUP_MEMBER = "tensors"
 _SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -217,10 +217,7 @@ class TensorHandler(Handler):
 
     def load(self, node: dict[str, Any], ctx: LoadContext) -> torch.Tensor:
         # This runs once per tensor (5,000 times for a 5,000-tensor state dict): keep it lean.
-        name = node.get("dtype")
-        dtype = DTYPES.get(name) if type(name) is str else None
-        if dtype is None:
-            dtype = dtype_from_name(name, ctx)  # raises, naming the bad value
+        dtype = dtype_from_name(node.get("dtype"), ctx)
         shape = check_shape(node.get("shape"))
         view = node.get("view")
         parameter, requires_grad = node.get("parameter") is True, node.get("requires_grad") is True
