@@ -22,6 +22,7 @@ import pytest
 from hostile.worker import Worker, payload
 
 import zarchive
+from zarchive.container import old_file
 from zarchive.container.archive_writer import MemberPlan, choose_codecs
 from zarchive.container.names import collision_key, name_problem
 from zarchive.handlers.base import Handler
@@ -229,6 +230,54 @@ def test_save_over_an_open_mapped_archive(tmp_path: Path) -> None:
         assert arc.verify() == []
     assert np.array_equal(first, old)
     assert np.array_equal(zarchive.read(target)["w"], -old)
+
+
+def _deleted_files_held() -> list[str]:
+    """Files this process holds open whose name is gone (what a pending free looks like)."""
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            link = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if link.endswith(" (deleted)") and ".zarc" in link:
+            out.append(link)
+    return out
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+def test_replaced_big_file_is_freed_in_the_background(tmp_path: Path) -> None:
+    """Saving over a big archive returns before its old blocks are freed, and they are freed after."""
+    target = tmp_path / "big.zarc"
+    old = np.arange((old_file.MIN_SIZE // 8) + 1000, dtype=np.float64)
+    zarchive.save({"w": old}, target, compress=False)
+    assert target.stat().st_size >= old_file.MIN_SIZE
+    old_inode = target.stat().st_ino
+    zarchive.save({"w": -old}, target, compress=False)
+    assert target.stat().st_ino != old_inode
+    assert np.array_equal(zarchive.read(target)["w"], -old)
+    assert old_file.wait_released(timeout=60)
+    assert _deleted_files_held() == []
+    assert leftovers(tmp_path, target.name) == []
+
+
+def test_small_symlinked_and_linked_files_are_not_held(tmp_path: Path) -> None:
+    """Only a big, singly linked regular file is worth holding; a symlink's target is not being freed."""
+    small = tmp_path / "small.zarc"
+    zarchive.save({"x": 1}, small)
+    assert old_file.hold(str(small)) is None
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"\0" * old_file.MIN_SIZE)
+    fd = old_file.hold(str(big))
+    assert fd is not None
+    old_file.release_now(fd)
+    link = tmp_path / "link.zarc"
+    link.symlink_to(big)
+    assert old_file.hold(str(link)) is None
+    hard = tmp_path / "hard.bin"
+    os.link(big, hard)
+    assert old_file.hold(str(big)) is None
+    assert old_file.hold(str(tmp_path / "missing")) is None
 
 
 # --- the writer never produces what its reader rejects ------------------------------------------------

@@ -1,5 +1,6 @@
 """Format 1.1's compact forms: dicts of many plain tensors as a table of rows, and checksum entries as
-rows. Round trips, when the table is (not) used, lazy access to one row, and malformed tables."""
+rows; format 1.2's split of big tensor groups into members of MEMBER_ENTRIES tensors, with one table
+per member. Round trips, when the table is (not) used, lazy access to one row, and malformed tables."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from test_container import manifest_of, metadata_of
 
 import zarchive
 from zarchive.handlers.tensor_rows import MIN_ROWS
+from zarchive.handlers.torch_tensor import MEMBER_ENTRIES
+from zarchive.protocol import FORMAT_VERSION
 from zarchive.objpath import join_path
 
 
@@ -41,7 +44,7 @@ def test_a_big_plain_dict_is_written_as_rows_and_reads_back(tmp_path: Path) -> N
     assert table["$ref"] == "tensors.safetensors" and table["device"] == "cpu"
     assert table["rows"][1] == ["layers.1.w", "float32", [2, 3]]  # name = key: no fourth column
     assert_same(zarchive.read(tmp_path / "a.zarc"), sd)
-    assert metadata_of(tmp_path / "a.zarc")["format_version"] == "1.1"
+    assert metadata_of(tmp_path / "a.zarc")["format_version"] == FORMAT_VERSION
 
 
 def test_below_the_threshold_each_tensor_keeps_its_node(tmp_path: Path) -> None:
@@ -227,3 +230,75 @@ def test_round_trip_around_the_threshold(specs: dict[str, Any], nested: bool, tm
         prefix = ["outer", "inner"] if nested else []
         some = next(iter(sd))
         assert torch.equal(arc[join_path([*prefix, some])], sd[some])
+
+
+# --- format 1.2: a group of more than MEMBER_ENTRIES tensors fills several members ---------------------
+def test_a_big_group_is_split_into_members_with_one_table_each(tmp_path: Path) -> None:
+    n = 2 * MEMBER_ENTRIES + 10
+    sd = many(n)
+    zarchive.save({"model": sd}, tmp_path / "s.zarc", compress=False)
+    tables = manifest_of(tmp_path / "s.zarc")["root"]["model"]["tensors"]
+    assert [t["$ref"] for t in tables] == ["model.safetensors", "model~2.safetensors", "model~3.safetensors"]
+    assert [len(t["rows"]) for t in tables] == [MEMBER_ENTRIES, MEMBER_ENTRIES, 10]
+    assert [row[0] for t in tables for row in t["rows"]] == list(sd)  # the dict's order, across members
+    with zipfile.ZipFile(tmp_path / "s.zarc") as zf:
+        from safetensors.torch import load
+
+        for t in tables:  # each member is a complete safetensors file of its own tensors
+            assert set(load(zf.read(t["$ref"]))) == {row[-1] if len(row) == 4 else row[0] for row in t["rows"]}
+    assert_same(zarchive.read(tmp_path / "s.zarc")["model"], sd)
+    with zarchive.open(tmp_path / "s.zarc") as arc:
+        assert arc.keys("model") == list(sd) and arc.verify() == []
+        assert torch.equal(arc[f"model/layers.{n - 1}.w"], sd[f"layers.{n - 1}.w"])
+
+
+def test_fetching_one_tensor_parses_only_its_members_header(tmp_path: Path) -> None:
+    sd = many(4 * MEMBER_ENTRIES)
+    zarchive.save(sd, tmp_path / "h.zarc", compress=False)
+    with zarchive.open(tmp_path / "h.zarc") as arc:
+        key = f"layers.{2 * MEMBER_ENTRIES + 5}.w"
+        assert torch.equal(arc[key], sd[key])
+        assert list(arc._reader.parsed) == [("safetensors", "tensors~3.safetensors")]
+
+
+def test_ties_across_members_point_at_the_first_member(tmp_path: Path) -> None:
+    model = torch.nn.Sequential(*[torch.nn.Linear(2, 2) for _ in range(MEMBER_ENTRIES)])
+    model[-1].weight = model[0].weight  # its row comes after the split, its entry is in the first member
+    sd = model.state_dict()
+    zarchive.save(sd, tmp_path / "t.zarc")
+    tables = manifest_of(tmp_path / "t.zarc")["root"]["tensors"]
+    tied = [(t["$ref"], row) for t in tables for row in t["rows"] if row[0] == f"{MEMBER_ENTRIES - 1}.weight"]
+    assert tied == [("tensors.safetensors", [f"{MEMBER_ENTRIES - 1}.weight", "float32", [2, 2], "0.weight"])]
+    # so the rows run through member 1, member 2, member 1 (the tied row), member 2 (the last bias)
+    assert [t["$ref"] for t in tables] == ["tensors.safetensors", "tensors~2.safetensors"] * 2
+    got = zarchive.read(tmp_path / "t.zarc")
+    assert_same(got, sd)
+    assert got[f"{MEMBER_ENTRIES - 1}.weight"].data_ptr() == got["0.weight"].data_ptr()
+    model.load_state_dict(got)
+
+
+def test_a_table_list_with_a_name_in_two_members_is_refused(tmp_path: Path) -> None:
+    from hostile.craft import pack, unpack
+
+    zarchive.save(many(MEMBER_ENTRIES + 1), tmp_path / "d.zarc", compress=False)
+    parts = unpack((tmp_path / "d.zarc").read_bytes())
+
+    first, second = parts.manifest["root"]["tensors"]
+    second["rows"].append(list(first["rows"][0]))
+    (tmp_path / "dup.zarc").write_bytes(pack(parts))
+    with pytest.raises(zarchive.FormatError, match="listed twice"):
+        zarchive.read(tmp_path / "dup.zarc")
+    with zarchive.open(tmp_path / "dup.zarc") as arc, pytest.raises(zarchive.FormatError, match="listed twice"):
+        arc["layers.0.w"]
+
+
+@pytest.mark.parametrize(("tensors", "match"), [([], "list is empty"), ([5], "with 'rows'")], ids=["empty", "not-a-table"])
+def test_malformed_table_lists_are_format_errors(tensors: Any, match: str, tmp_path: Path) -> None:
+    from hostile.craft import pack, unpack
+
+    zarchive.save(many(), tmp_path / "m.zarc", compress=False)
+    parts = unpack((tmp_path / "m.zarc").read_bytes())
+    parts.manifest["root"]["tensors"] = tensors
+    (tmp_path / "bad.zarc").write_bytes(pack(parts))
+    with pytest.raises(zarchive.FormatError, match=match):
+        zarchive.read(tmp_path / "bad.zarc")

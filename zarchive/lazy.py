@@ -8,7 +8,7 @@ from typing import Any
 
 from .browse import TreeBrowser
 from .container.archive_reader import ArchiveReader
-from .container.parallel_verify import verify_uncompressed
+from .container.parallel_verify import start_verifying
 from .context import LoadContext
 from .errors import FormatError, MemberNotFoundError
 from .gcpause import gc_paused
@@ -93,9 +93,18 @@ class LazyArchive(TreeBrowser):
     def load(self, *, map_location: Any = None, dtype: Any = None) -> Any:
         """Everything, the same as read()."""
         self._check_open()
-        if self._settings.verify and self._reader.source.mapped:  # all will be read: checksum on all cores first
-            verify_uncompressed(self._reader)
-        return self.get("", map_location=map_location, dtype=dtype)
+        if not (self._settings.verify and self._reader.source.mapped):
+            return self.get("", map_location=map_location, dtype=dtype)
+        # all will be read: checksum on the other cores while the objects are built; hand them out
+        # only once every checksum passed (damage found meanwhile explains a failed load best)
+        pending = start_verifying(self._reader)
+        try:
+            value = self.get("", map_location=map_location, dtype=dtype)
+        except BaseException:
+            pending.wait()
+            raise
+        pending.wait()
+        return value
 
     def verify(self) -> list[tuple[str, str]]:
         """Check every member against every recorded checksum: [(member, problem), ...]."""

@@ -386,3 +386,14 @@ def tensor_tables() -> dict[str, Any]:
     state["32.weight"] = state["0.weight"]  # tied: one object under two names (it reads back so)
     small = {f"s{i}": torch.full((2,), float(i)) for i in range(63)}
     return {"flat": flat, "model": state, "run": {"weights": flat}, "small": small}
+
+
+def tensor_tables_split() -> dict[str, Any]:
+    """Format 1.2: tensor groups of more than 256 entries fill several members, and a dict's tensor
+    table becomes a list of tables. A 280-tensor state dict whose last weight is tied to the first
+    (that row points back into the first member), and 300 int64 tensors (compressed members)."""
+    model = fill_deterministic(torch.nn.Sequential(*[torch.nn.Linear(2, 2) for _ in range(140)]))
+    state = model.state_dict()
+    state["139.weight"] = state["0.weight"]
+    counts = {f"c{i}": torch.full((16,), i - 150, dtype=torch.int64) for i in range(300)}
+    return {"model": state, "counts": counts}

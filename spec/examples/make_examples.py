@@ -85,6 +85,9 @@ EXAMPLES: tuple[Example, ...] = (
     Example("tensor_tables", "format 1.1: dicts of 64 or more plain tensors as tensor tables (a plain dict of mixed "
             "dtypes, a state dict with per-module versions and a tied weight, a nested dict) and a 63-tensor dict "
             "that keeps one node per tensor", builders.tensor_tables),
+    Example("tensor_tables_split", "format 1.2: tensor groups of more than 256 tensors split over several "
+            "members, with a list of tensor tables (a 280-tensor state dict with a weight tied across the split, "
+            "300 int64 tensors in compressed members)", builders.tensor_tables_split),
 )  # fmt: skip
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Literal
 
 from ..errors import SaveError, ZArchiveError
-from . import codecs
+from . import codecs, old_file
 from .crc import crc32, crc32_combine, crc_hex
 from .jsontext import dumps_pretty
 from .names import check_name
@@ -175,7 +175,8 @@ def atomic_write(path: str, write: Callable[[BinaryIO], None], *, durable: bool 
     The temporary file is `.<name>.<random>.zarc-tmp` (<name>: the target's file name, cut to 100
     characters so the temporary name stays within the file system's limit). It is removed if anything
     fails, including KeyboardInterrupt; only a process killed outright (SIGKILL, power loss) leaves it
-    behind, and the target is then still the complete previous file.
+    behind, and the target is then still the complete previous file. A big file that is replaced is
+    freed on a background thread (see old_file).
     """
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
@@ -189,7 +190,13 @@ def atomic_write(path: str, write: Callable[[BinaryIO], None], *, durable: bool 
             f.flush()
             if durable:
                 os.fsync(f.fileno())
-        os.replace(tmp, path)
+        old = old_file.hold(path)
+        try:
+            os.replace(tmp, path)
+        except BaseException:
+            old_file.release_now(old)
+            raise
+        old_file.release_later(old)
     except BaseException:
         try:
             os.unlink(tmp)

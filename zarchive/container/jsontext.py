@@ -62,8 +62,14 @@ def _pretty(value: Any, indent: str, out: list[str]) -> None:
         out.append("\n" + indent + "}")
     else:
         out.append("[")
+        sep = "\n" + inner
         for i, v in enumerate(value):
-            out.append(("," if i else "") + "\n" + inner)
+            if type(v) is list and 0 < len(v) * 2 <= INLINE_WIDTH:  # a row (tensor table, checksum entries):
+                text = _inline(v)  # encoded once, here, instead of through another _pretty call
+                if len(text) <= INLINE_WIDTH:
+                    out.append(("," if i else "") + sep + text)
+                    continue
+            out.append(("," if i else "") + sep)
             _pretty(v, inner, out)
         out.append("\n" + indent + "]")
 

@@ -5,13 +5,15 @@ bottleneck (about 1-3 GB/s per core). zlib releases the GIL on large buffers, so
 into chunks, the work is spread over a thread pool in a few batches of similar size, and chunk CRCs
 are recombined with crc32_combine. Each member is checked against its own CRC, once: a member of
 5,000 small tensors costs one pass, not 5,000 calls. Only when a member fails are its entry
-checksums consulted, to name the damaged tensor.
+checksums consulted, to name the damaged tensor. A full read runs the checksums while it builds
+its objects (start_verifying) and returns them only once every checksum has passed.
 """
 
 from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from ..errors import IntegrityError
 from .archive_reader import ArchiveReader
@@ -27,13 +29,47 @@ def _crc_batch(views: list[memoryview]) -> list[int]:
 
 def verify_uncompressed(reader: ArchiveReader, workers: int | None = None) -> None:
     """Check every uncompressed member; mark them checked so later reads skip the work."""
+    start_verifying(reader, workers).wait()
+
+
+class PendingVerification:
+    """Checksums running on worker threads while the caller goes on (e.g. building the loaded
+    objects, which needs no checked bytes until it hands them out). `wait()` returns when all are
+    done and raises IntegrityError for the first damaged member; nothing may be handed out before.
+    The members are marked checked at the start, so the work meanwhile does not check them again."""
+
+    def __init__(self, reader: ArchiveReader, todo: list[str], chunks: list[tuple[int, memoryview]], crcs: Any) -> None:
+        self._reader, self._todo, self._chunks, self._crcs = reader, todo, chunks, crcs
+        self._pool: ThreadPoolExecutor | None = None
+        self._done = False
+
+    def wait(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        try:
+            crcs = self._crcs if isinstance(self._crcs, list) else [c for batch in self._crcs for c in batch]
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+        combined: dict[int, int] = {}
+        for (i, view), c in zip(self._chunks, crcs):
+            combined[i] = crc32_combine(combined[i], c, view.nbytes) if i in combined else c
+        for i, name in enumerate(self._todo):
+            if combined.get(i, 0) != self._reader.zip.members[name].crc:
+                for later in self._todo[i:]:
+                    self._reader._checked.discard((later, ""))
+                raise IntegrityError(_damage(self._reader, name), member=name)
+
+
+def start_verifying(reader: ArchiveReader, workers: int | None = None) -> PendingVerification:
+    """Start checking every uncompressed member not checked yet (small archives: done at once,
+    on this thread); see PendingVerification."""
     todo = [
         name
         for name, entry in reader.metadata["members"].items()
         if entry.get("codec") == "none" and name in reader.zip.members and (name, "") not in reader._checked
     ]
-    if not todo:
-        return
     chunks: list[tuple[int, memoryview]] = []  # (index into todo, bytes)
     for i, name in enumerate(todo):
         info = reader.zip.members[name]
@@ -43,7 +79,7 @@ def verify_uncompressed(reader: ArchiveReader, workers: int | None = None) -> No
     workers = workers or min(4, os.cpu_count() or 1)
     views = [v for _, v in chunks]
     if total < SERIAL_BELOW or workers == 1:
-        crcs = _crc_batch(views)
+        pending = PendingVerification(reader, todo, chunks, _crc_batch(views))
     else:
         batches: list[list[memoryview]] = []
         target, current, filled = total / (workers * 4), [], 0
@@ -55,15 +91,11 @@ def verify_uncompressed(reader: ArchiveReader, workers: int | None = None) -> No
                 current, filled = [], 0
         if current:
             batches.append(current)
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zarchive-verify") as pool:
-            crcs = [c for batch in pool.map(_crc_batch, batches) for c in batch]
-    combined: dict[int, int] = {}
-    for (i, view), c in zip(chunks, crcs):
-        combined[i] = crc32_combine(combined[i], c, view.nbytes) if i in combined else c
-    for i, name in enumerate(todo):
-        if combined.get(i, 0) != reader.zip.members[name].crc:
-            raise IntegrityError(_damage(reader, name), member=name)
-        reader._checked.add((name, ""))
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zarchive-verify")
+        pending = PendingVerification(reader, todo, chunks, pool.map(_crc_batch, batches))
+        pending._pool = pool
+    reader._checked.update((name, "") for name in todo)
+    return pending
 
 
 def _damage(reader: ArchiveReader, name: str) -> str:

@@ -5,6 +5,8 @@ must parse (about 10 ms in Python) before a single tensor can be fetched. As row
 `[name, dtype, shape]` (plus the member key where it is not the name) the same facts take a quarter
 of the bytes and parse six times faster, and stay readable by hand. Each row stands for exactly the
 `torch.Tensor` node it replaces, so loading and browsing go through the tensor handler as before.
+Tensors of one dict can fill several members (256 to a member): the table is then a list of tables,
+one per run of rows in the same member.
 
 This module knows the tensor node's fields but not torch: the dict handler uses it without importing
 torch.
@@ -24,61 +26,66 @@ _ROW_FIELDS = frozenset({"$type", "$ref", "key", "dtype", "shape", "device"})
 
 def tabulate_when_laid_out(ctx: SaveContext, node: dict[str, Any], data: dict[str, Any]) -> None:
     """Once every tensor has its member and key (at ctx.finalize), turn the dict `node` (whose values
-    are `data`) into a tensor table if every value is a plain tensor in one member on one device."""
+    are `data`) into a tensor table if every value is a plain tensor."""
     if len(data) >= MIN_ROWS:
         ctx.on_finalize(lambda: _tabulate(ctx, node, data))
 
 
 def _tabulate(ctx: SaveContext, node: dict[str, Any], data: dict[str, Any]) -> None:
-    first = next(iter(data.values()))
-    if type(first) is not dict:
-        return
-    ref, device = first.get("$ref"), first.get("device")
     for v in data.values():
-        if (
-            type(v) is not dict
-            or v.get("$type") != TENSOR_TAG
-            or v.get("$ref") != ref
-            or v.get("device") != device
-            or not v.keys() <= _ROW_FIELDS
-        ):
+        if type(v) is not dict or v.get("$type") != TENSOR_TAG or not v.keys() <= _ROW_FIELDS:
             return
-    plan = next((m for m in ctx.members if m.base_name == ref), None)
-    if plan is None:
-        return
-    rows = [
-        [k, v["dtype"], v["shape"]] if v["key"] == k else [k, v["dtype"], v["shape"], v["key"]] for k, v in data.items()
-    ]
-    table = {"$ref": ref, "device": device, "rows": rows}
-    plan.nodes.append(table)  # the codec choice renames "$ref" (e.g. adds .zst) here too
+    plans = {m.base_name: m for m in ctx.members}
+    tables: list[dict[str, Any]] = []  # one per run of rows in the same member on the same device
+    for k, v in data.items():
+        ref, device = v.get("$ref"), v.get("device")
+        if ref not in plans or not isinstance(device, str):
+            return
+        if not tables or tables[-1]["$ref"] != ref or tables[-1]["device"] != device:
+            tables.append({"$ref": ref, "device": device, "rows": []})
+        tables[-1]["rows"].append([k, v["dtype"], v["shape"]] if v["key"] == k else [k, v["dtype"], v["shape"], v["key"]])
+    for table in tables:
+        plans[table["$ref"]].nodes.append(table)  # the codec choice renames "$ref" (e.g. adds .zst) here too
     rest = {k: v for k, v in node.items() if k not in ("$type", "data")} if node is not data else {}
     node.clear()
     node["$type"] = "dict"
     node.update((k, v) for k, v in rest.items() if k == "class")
-    node["tensors"] = table
+    node["tensors"] = tables[0] if len(tables) == 1 else tables  # one object: as format 1.1 wrote it
     node.update((k, v) for k, v in rest.items() if k != "class")
 
 
-def tensor_nodes(table: Any, ctx: LoadContext | None) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(name, the `torch.Tensor` node a row stands for) for every row of a tensor table. Without a
-    load context (browsing), a malformed table raises ValueError."""
-    rows, ref, device = _table_parts(table, ctx)
+def tensor_nodes(tensors: Any, ctx: LoadContext | None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(name, the `torch.Tensor` node a row stands for) for every row of a dict's `tensors` (one
+    table, or a list of them). Without a load context (browsing), a malformed table raises ValueError."""
     seen: set[str] = set()
-    for row in rows:
-        name, node = _row_node(row, ref, device, ctx)
-        if name in seen:
-            raise _bad(ctx, f"tensor row {name[:80]!r} is listed twice")
-        seen.add(name)
-        yield name, node
+    for table in _tables(tensors, ctx):
+        rows, ref, device = _table_parts(table, ctx)
+        for row in rows:
+            name, node = _row_node(row, ref, device, ctx)
+            if name in seen:
+                raise _bad(ctx, f"tensor row {name[:80]!r} is listed twice")
+            seen.add(name)
+            yield name, node
 
 
-def tensor_node(table: Any, name: str) -> dict[str, Any] | None:
+def tensor_node(tensors: Any, name: str) -> dict[str, Any] | None:
     """The node of row `name` alone, without building the others (fetching one tensor of 5,000)."""
-    rows, ref, device = _table_parts(table, None)
-    found = [row for row in rows if type(row) is list and row and row[0] == name]
+    found: list[tuple[list[Any], str, str]] = []
+    for table in _tables(tensors, None):
+        rows, ref, device = _table_parts(table, None)
+        found += [(row, ref, device) for row in rows if type(row) is list and row and row[0] == name]
     if len(found) > 1:
         raise ValueError(f"tensor row {name[:80]!r} is listed twice")
-    return _row_node(found[0], ref, device, None)[1] if found else None
+    return _row_node(*found[0], None)[1] if found else None
+
+
+def _tables(tensors: Any, ctx: LoadContext | None) -> list[Any]:
+    """A dict's `tensors`: one table (format 1.1) or a non-empty list of tables (1.2)."""
+    if isinstance(tensors, list):
+        if not tensors:
+            raise _bad(ctx, "a dict's 'tensors' list is empty")
+        return tensors
+    return [tensors]
 
 
 def _bad(ctx: LoadContext | None, message: str) -> Exception:
@@ -87,7 +94,7 @@ def _bad(ctx: LoadContext | None, message: str) -> Exception:
 
 def _table_parts(table: Any, ctx: LoadContext | None) -> tuple[list[Any], str, str]:
     if not isinstance(table, dict) or not isinstance(table.get("rows"), list):
-        raise _bad(ctx, "a dict's 'tensors' must be an object with 'rows'")
+        raise _bad(ctx, "a dict's 'tensors' must be an object with 'rows', or a list of them")
     ref, device = table.get("$ref"), table.get("device", "cpu")
     if not isinstance(ref, str) or not isinstance(device, str):
         raise _bad(ctx, "a tensor table needs a '$ref' member name and a 'device' string")

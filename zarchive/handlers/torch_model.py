@@ -23,7 +23,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
-from torch.overrides import TorchFunctionMode
 
 from ..context import LoadContext, Node, SaveContext
 from ..errors import ConfigMismatchError, FormatError, UnknownTypeError
@@ -31,6 +30,8 @@ from ..torchutil import ConfiguredModel
 from ..typeref import class_tag, resolve_class
 from .base import Handler, expect
 from .dataclass_ import DataclassHandler, is_dataclass_class, load_dataclass, recorded_tag
+from .meta_build import building_on_meta
+from .state_assign import assign_state_dict
 from .torch_types import dtype_from_name, dtype_name, place
 
 if TYPE_CHECKING:
@@ -227,7 +228,7 @@ def _build(cls: type[Any], config: Any, ctx: LoadContext, *, on_meta: bool) -> A
     with torch.random.fork_rng(devices=[]):
         if on_meta:
             try:
-                with torch.device("meta"), _SkipValuesOnMeta():
+                with building_on_meta():
                     model = cls(config)
             except Exception:  # noqa: BLE001 - e.g. __init__ reads tensor values; the real build will tell
                 return None
@@ -240,61 +241,6 @@ def _build(cls: type[Any], config: Any, ctx: LoadContext, *, on_meta: bool) -> A
             raise ConfigMismatchError(
                 f"{cls.__qualname__}(config) failed: {type(e).__name__}: {e}", path=ctx.path_str
             ) from e
-
-
-# In-place value changes of meta tensors (random fills, nn.init functions, `w.mul_(2)`) change nothing,
-# but many run torch's Python meta kernels, which import torch._dynamo on first use (seconds, once per
-# process); they are skipped. In-place ops that change shape, strides or flags are not value changes.
-_NOT_VALUE_ONLY = frozenset({
-    "requires_grad_", "resize_", "resize_as_", "set_", "as_strided_", "squeeze_", "unsqueeze_", "t_",
-    "transpose_", "swapdims_", "swapaxes_", "share_memory_", "detach_", "rename_", "refine_names_",
-    "sparse_resize_", "sparse_resize_and_clear_", "resize_as_sparse_",
-})  # fmt: skip
-_INPLACE_DUNDERS = frozenset({
-    "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__", "__ipow__",
-    "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__", "__imatmul__", "__setitem__",
-})  # fmt: skip
-
-
-def _value_only_inplace(name: Any) -> bool:
-    if not isinstance(name, str):
-        return False
-    if name in _INPLACE_DUNDERS:
-        return True
-    return name.endswith("_") and not name.startswith("_") and name not in _NOT_VALUE_ONLY
-
-
-class _SkipValuesOnMeta(TorchFunctionMode):
-    """Under torch.device("meta"): in-place value changes of meta tensors (nn.init included) return
-    at once, and torch.randn/randn_like return empty meta tensors, without running torch's kernels."""
-
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        name = getattr(func, "__name__", None)
-        if _value_only_inplace(name):
-            target = kwargs.get("tensor", args[0] if args else None)
-            if isinstance(target, torch.Tensor) and target.is_meta:
-                return None if name == "__setitem__" else target
-        elif func is torch.randn and not ({"out", "names"} & kwargs.keys()) and _meta(kwargs.get("device")):
-            size = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)) else args
-            return torch.empty(
-                size, dtype=kwargs.get("dtype"), device="meta", requires_grad=kwargs.get("requires_grad", False)
-            )
-        elif (
-            func is torch.randn_like
-            and args
-            and isinstance(args[0], torch.Tensor)
-            and args[0].is_meta
-            and _meta(kwargs.get("device"))
-        ):
-            return torch.empty_like(
-                args[0], dtype=kwargs.get("dtype"), requires_grad=kwargs.get("requires_grad", False)
-            )
-        return func(*args, **kwargs)
-
-
-def _meta(device: Any) -> bool:
-    return device is None or torch.device(device).type == "meta"
 
 
 def _tie_groups(model: torch.nn.Module) -> list[tuple[str, list[str]]]:
@@ -314,19 +260,24 @@ def _tie_groups(model: torch.nn.Module) -> list[tuple[str, list[str]]]:
 def _load_weights(model: torch.nn.Module, sd: dict[str, Any], cls: type[Any], ctx: LoadContext) -> torch.nn.Module:
     """Assign the loaded tensors (no copy, dtypes kept) and re-tie what the fresh model ties."""
     ties = _tie_groups(model)
-    try:
-        result = model.load_state_dict(sd, strict=False, assign=True)
-    except RuntimeError as e:
-        raise ConfigMismatchError(
-            f"the archive's weights do not fit {cls.__qualname__} built from its config: {str(e)[:2000]}",
-            path=_sd_path(ctx),
-        ) from None
-    if result.missing_keys or result.unexpected_keys:
+    if assign_state_dict(model, sd):  # the usual case, without load_state_dict's per-module machinery
+        missing: list[str] = []
+        unexpected: list[str] = []
+    else:
+        try:
+            result = model.load_state_dict(sd, strict=False, assign=True)
+        except RuntimeError as e:
+            raise ConfigMismatchError(
+                f"the archive's weights do not fit {cls.__qualname__} built from its config: {str(e)[:2000]}",
+                path=_sd_path(ctx),
+            ) from None
+        missing, unexpected = result.missing_keys, result.unexpected_keys
+    if missing or unexpected:
         parts = []
-        if result.missing_keys:
-            parts.append(f"missing from the archive: {_names(result.missing_keys)}")
-        if result.unexpected_keys:
-            parts.append(f"not in the model: {_names(result.unexpected_keys)}")
+        if missing:
+            parts.append(f"missing from the archive: {_names(missing)}")
+        if unexpected:
+            parts.append(f"not in the model: {_names(unexpected)}")
         raise ConfigMismatchError(
             f"the archive's state dict does not match {cls.__qualname__} built from its config ({'; '.join(parts)})",
             path=_sd_path(ctx),
@@ -381,12 +332,9 @@ def _all_meta(sd: dict[str, Any]) -> bool:
 
 def _meta_left(model: torch.nn.Module) -> bool:
     """Whether anything built on the meta device was not replaced by loaded data."""
-    for t in [*model.parameters(), *model.buffers()]:
-        if t.device.type == "meta":
-            return True
     for m in model.modules():
-        for v in vars(m).values():
-            if isinstance(v, torch.Tensor) and v.device.type == "meta":
+        for t in (*m._parameters.values(), *m._buffers.values(), *vars(m).values()):
+            if isinstance(t, torch.Tensor) and t.is_meta:
                 return True
     return False
 

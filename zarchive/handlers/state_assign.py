@@ -1,0 +1,85 @@
+"""Assigning a loaded state dict to a freshly built model, quickly, exactly as
+`model.load_state_dict(sd, strict=True, assign=True)` would.
+
+torch's load_state_dict copies the dict, walks every module through `_load_from_state_dict` with
+its hooks and checks, and assigns through `Module.__setattr__`: ~4 ms for GPT-2 small's 148 tensors,
+a sixth of reading the whole model. When nothing can observe the difference (no module overrides
+`_load_from_state_dict` or `set_extra_state`, no load hooks, no global registration hooks, no
+swap-tensors mode, no lazy parameters), the same assignment is made here directly. Anything else
+(missing or unexpected keys, a shape that differs, a value that is not a tensor) returns False
+before touching the model, and the caller uses load_state_dict, which then reports the problem
+in torch's own words.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.modules import module as _module
+
+_BASE_LOAD = nn.Module._load_from_state_dict
+_BASE_SET_EXTRA = nn.Module.set_extra_state
+
+
+def _plain(m: nn.Module) -> bool:
+    cls = type(m)
+    return (
+        cls._load_from_state_dict is _BASE_LOAD
+        and getattr(cls, "set_extra_state", _BASE_SET_EXTRA) is _BASE_SET_EXTRA
+        and not m._load_state_dict_pre_hooks
+        and not m._load_state_dict_post_hooks
+    )
+
+
+def _no_global_hooks() -> bool:
+    return not (
+        getattr(_module, "_global_parameter_registration_hooks", None)
+        or getattr(_module, "_global_buffer_registration_hooks", None)
+        or getattr(_module, "_global_module_registration_hooks", None)
+    )
+
+
+def assign_state_dict(model: nn.Module, sd: dict[str, Any]) -> bool:
+    """Assign every tensor of `sd` to `model` like load_state_dict(assign=True); False (the model
+    untouched) when only load_state_dict itself can do it exactly."""
+    if torch.__future__.get_swap_module_params_on_conversion() or not _no_global_hooks():
+        return False
+    slots: list[tuple[nn.Module, str, bool, torch.Tensor, Any]] = []  # module, name, is_param, old, new
+    for prefix, m in model.named_modules(remove_duplicate=False):
+        if not _plain(m):
+            return False
+        dot = prefix + "." if prefix else ""
+        for name, p in m._parameters.items():
+            if p is not None:
+                slots.append((m, name, True, p, sd.get(dot + name, _MISSING)))
+        for name, b in m._buffers.items():
+            if b is not None and name not in m._non_persistent_buffers_set:
+                slots.append((m, name, False, b, sd.get(dot + name, _MISSING)))
+    if len(slots) != len(sd):  # a key of sd that no slot takes, or a slot without a key
+        return False
+    for _, _, _, old, new in slots:
+        if (
+            new is _MISSING
+            or not isinstance(new, torch.Tensor)
+            or nn.parameter.is_lazy(old)
+            or new.shape != old.shape
+        ):
+            return False
+    with torch.no_grad():
+        for m, name, is_param, old, new in slots:
+            if is_param:
+                if isinstance(new, nn.Parameter):
+                    new.requires_grad_(old.requires_grad)
+                else:
+                    new = nn.Parameter(new, requires_grad=old.requires_grad)
+                m._parameters[name] = new
+            else:
+                m._buffers[name] = new
+    return True
+
+
+_MISSING: Any = object()
+
+__all__ = ["assign_state_dict"]
