@@ -377,6 +377,18 @@ def test_writer_refuses_nodes_that_are_not_json(tmp_path: Path, node: dict[str, 
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_refused_node_does_not_spoil_later_saves(tmp_path: Path) -> None:
+    """The encoder remembers the containers it is inside (to catch cycles); a save refused midway must
+    not leave them behind, or saving the same lists again would report a cycle that is not there."""
+    inner = [[1, 2], [object()]]
+    za = zarchive.ZArchive(handlers_pre=[RawNodeHandler()])
+    with pytest.raises(zarchive.SaveError, match="not JSON serializable"):
+        za.save({"a": Raw({"v": inner})}, tmp_path / "x.zarc")
+    inner.pop()
+    za.save({"a": Raw({"v": inner})}, tmp_path / "x.zarc")
+    assert za.read(tmp_path / "x.zarc")["a"] == {"v": [[1, 2]]}
+
+
 def test_writer_writes_non_string_keys_as_json_does(tmp_path: Path) -> None:
     """Keys JSON turns into strings (ints, floats, bools, None) come out quoted, in short and long nodes."""
     node = {"short": {1: 2}, "long": {5: "x" * 200, 2.5: "y", True: "z", None: "n"}}

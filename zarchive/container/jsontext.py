@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from itertools import repeat
 from typing import Any
 
 from ..errors import FormatError, SaveError
@@ -27,13 +28,24 @@ def _not_json(o: Any) -> Any:
 if _c_make_encoder is not None:
     # The C encoder built once: JSONEncoder.encode builds one per call, which is most of the cost of
     # the many one-line encodes below (a 5,000-row tensor table). Markers catch cycles like json.dumps.
-    _c_inline = _c_make_encoder({}, _not_json, _encode_str, None, ": ", ", ", False, False, False)
+    # The markers dict is shared by every call; an encode that fails midway leaves the containers it
+    # was inside in it, so a failure clears it (else a later encode of the same list reports a cycle).
+    _MARKERS: dict[int, Any] = {}
+    _c_inline = _c_make_encoder(_MARKERS, _not_json, _encode_str, None, ": ", ", ", False, False, False)
 
     def _inline(value: Any) -> str:
         return "".join(_c_inline(value, 0))
 
+    def _inline_all(values: list[Any]) -> list[str]:
+        """_inline of each value, with no Python frame per value (5,000 table rows)."""
+        return list(map("".join, map(_c_inline, values, repeat(0))))
+
 else:  # pragma: no cover (Python builds without the _json accelerator)
+    _MARKERS = {}
     _inline = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(", ", ": ")).encode
+
+    def _inline_all(values: list[Any]) -> list[str]:
+        return [_inline(v) for v in values]
 
 
 def _key(k: Any) -> str:
@@ -61,16 +73,18 @@ def _pretty(value: Any, indent: str, out: list[str]) -> None:
             _pretty(v, inner, out)
         out.append("\n" + indent + "}")
     else:
-        out.append("[")
         sep = "\n" + inner
-        for i, v in enumerate(value):
-            if type(v) is list and 0 < len(v) * 2 <= INLINE_WIDTH:  # a row (tensor table, checksum entries):
-                text = _inline(v)  # encoded once, here, instead of through another _pretty call
-                if len(text) <= INLINE_WIDTH:
-                    out.append(("," if i else "") + sep + text)
-                    continue
+        texts = _inline_all(value)  # every item on its own line (a table's rows): in one pass
+        if max(map(len, texts)) <= INLINE_WIDTH:
+            out.append("[" + sep + ("," + sep).join(texts) + "\n" + indent + "]")
+            return
+        out.append("[")
+        for i, (v, text) in enumerate(zip(value, texts)):
             out.append(("," if i else "") + sep)
-            _pretty(v, inner, out)
+            if len(text) <= INLINE_WIDTH or not isinstance(v, (dict, list)) or not v:
+                out.append(text)
+            else:
+                _pretty(v, inner, out)
         out.append("\n" + indent + "]")
 
 
@@ -80,6 +94,7 @@ def dumps_pretty(value: Any) -> bytes:
     try:
         _pretty(value, "", out)
     except (TypeError, ValueError) as e:  # a handler put NaN, an object... in its node
+        _MARKERS.clear()
         raise SaveError(f"the manifest would not be JSON: {e}") from None
     text = "".join(out) + "\n"
     try:
@@ -114,6 +129,14 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+# built once: json.loads with options builds a decoder and its C scanner on every call (shared
+# decoders are what json.loads itself uses; the scanner keeps no state between calls that matters)
+_STRICT = json.JSONDecoder(
+    parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=_no_duplicate_keys
+)
+_STRICT_DUPLICATES_KEPT = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+
+
 def loads_strict(data: bytes | bytearray | memoryview | str, *, member: str, pairs: bool = True) -> Any:
     """Parse strict JSON; every problem becomes a FormatError naming the member."""
     if isinstance(data, str):
@@ -123,13 +146,10 @@ def loads_strict(data: bytes | bytearray | memoryview | str, *, member: str, pai
             text = bytes(data).decode("utf-8")
         except UnicodeDecodeError as e:
             raise FormatError(f"not valid UTF-8 JSON: {e}", member=member) from None
+    if text.startswith("\ufeff"):  # (json.loads refuses this itself; a decoder's decode() does not)
+        raise FormatError("invalid JSON: Unexpected UTF-8 BOM", member=member)
     try:
-        return json.loads(
-            text,
-            parse_constant=_reject_constant,
-            parse_float=_finite_float,
-            object_pairs_hook=_no_duplicate_keys if pairs else None,
-        )
+        return (_STRICT if pairs else _STRICT_DUPLICATES_KEPT).decode(text)
     except RecursionError:
         raise FormatError("JSON nested too deeply", member=member) from None
     except ValueError as e:  # JSONDecodeError, int digit limits, our hooks

@@ -120,7 +120,7 @@ def _loads_header(raw: memoryview, *, member: str) -> dict[str, Any]:
     dropped (nor did any string contain one). Any other header goes through the strict parser."""
     try:
         text = bytes(raw).decode("utf-8")
-        header = json.loads(text, parse_constant=_reject_constant)
+        header = _DECODER.decode(text)
     except (UnicodeDecodeError, ValueError, RecursionError):
         header = None  # the strict parser says what is wrong
     if type(header) is dict:
@@ -143,3 +143,6 @@ def _loads_header(raw: memoryview, *, member: str) -> dict[str, Any]:
 
 def _reject_constant(token: str) -> Any:
     raise ValueError(f"non-standard JSON token {token!r}")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)  # built once (json.loads(text, ...) builds one a call)

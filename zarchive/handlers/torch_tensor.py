@@ -99,10 +99,15 @@ def _is_floating(dtype: torch.dtype) -> bool:
     return dtype.is_floating_point or dtype.is_complex
 
 
-def _storage_key(t: torch.Tensor) -> tuple[str, int] | None:
-    if t.numel() == 0 or t.device.type == "meta":
+def _storage_key(t: torch.Tensor) -> tuple[Any, int] | None:
+    """Which storage `t` views: (device, address of the storage's first byte). The address comes from
+    the tensor's own (data_ptr less its offset): one storage object fewer per tensor."""
+    if t.numel() == 0:
         return None
-    return (str(t.device), t.untyped_storage().data_ptr())
+    device = t.device
+    if device.type == "meta":
+        return None
+    return (device, t.data_ptr() - t.storage_offset() * t.element_size())
 
 
 class _TensorTable:
@@ -146,7 +151,7 @@ class _TensorTable:
         group, key = self._group_of(first, groups)
         key = group.unique_key(key)
         t0 = first.tensor
-        same_view = all(
+        same_view = len(batch) == 1 or all(
             s.tensor.dtype == t0.dtype
             and s.tensor.shape == t0.shape
             and s.tensor.stride() == t0.stride()
@@ -209,7 +214,8 @@ class TensorHandler(Handler):
             raise ctx.error(f"{t.layout} tensors cannot be saved; convert with .to_dense()")
         if t.is_quantized or t.is_nested:
             raise ctx.error("quantized and nested tensors cannot be saved")
-        if t.device.type == "meta":
+        device = t.device  # (this runs once per tensor: each attribute read here costs a torch call)
+        if device.type == "meta":
             raise ctx.error("meta tensors have no data to save")
         node: dict[str, Any] = {
             "$type": self.name,
@@ -217,9 +223,9 @@ class TensorHandler(Handler):
             "key": None,
             "dtype": dtype_name(t.dtype),
             "shape": list(t.shape),
-            "device": str(t.device),
+            "device": str(device),
         }
-        if isinstance(t, torch.nn.Parameter):
+        if type(t) is not torch.Tensor and isinstance(t, torch.nn.Parameter):  # (a slow isinstance)
             node["parameter"] = True
         if t.requires_grad:
             node["requires_grad"] = True
