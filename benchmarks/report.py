@@ -217,11 +217,13 @@ def render(info: dict[str, Any], raw: dict[str, float], workloads: list[dict[str
         "## Notes",
         "",
         *notes(workloads),
-        "- save: durable (each peer's file and folder are fsync'd, as zarchive's save does by default). Each "
-        "timed save replaces the file of the run before, as a training loop overwriting its checkpoint does: "
-        "the peers truncate it when they open it, zarchive renames over it and frees the old file's blocks "
-        "on a background thread (the time shown is what the caller waits; the next timed step starts after "
-        "the freeing is done).",
+        (
+            "- save: durable (each peer's file and folder are fsync'd, as zarchive's save does by default). Each "
+            "timed save replaces the file of the run before, as a training loop overwriting its checkpoint does: "
+            "the peers truncate it when they open it, zarchive renames over it and frees the old file's blocks "
+            "on a background thread (the time shown is what the caller waits; the next timed step starts after "
+            "the freeing is done)."
+        ),
         "- read: load everything; read+touch: then read every byte of the result (mapped files fault in here).",
         (
             "- one tensor: open the file and fetch + touch one mid-sized tensor (zarchive.open()[key], "

@@ -46,10 +46,23 @@ def layout(model: nn.Module) -> list[tuple[str, str, Any, Any, bool, bool, int]]
     requires_grad, whether it is a Parameter, and where its data lives."""
     first: dict[int, str] = {}
     out = []
-    for kind, named in (("p", model.named_parameters(remove_duplicate=False)), ("b", model.named_buffers(remove_duplicate=False))):
+    for kind, named in (
+        ("p", model.named_parameters(remove_duplicate=False)),
+        ("b", model.named_buffers(remove_duplicate=False)),
+    ):
         for name, t in named:
             group = first.setdefault(id(t), name)
-            out.append((kind + ":" + name, group, t.dtype, tuple(t.shape), t.requires_grad, isinstance(t, nn.Parameter), t.data_ptr()))
+            out.append(
+                (
+                    kind + ":" + name,
+                    group,
+                    t.dtype,
+                    tuple(t.shape),
+                    t.requires_grad,
+                    isinstance(t, nn.Parameter),
+                    t.data_ptr(),
+                )
+            )
     return out
 
 
@@ -66,7 +79,9 @@ def test_same_result_as_load_state_dict_assign(name: str) -> None:
 
 
 def _decline_cases() -> dict[str, Callable[[], tuple[nn.Module, dict[str, Any]]]]:
-    def with_sd(model: nn.Module, edit: Callable[[dict[str, Any]], None] = lambda sd: None) -> tuple[nn.Module, dict[str, Any]]:
+    def with_sd(
+        model: nn.Module, edit: Callable[[dict[str, Any]], None] = lambda sd: None
+    ) -> tuple[nn.Module, dict[str, Any]]:
         sd = dict(model.state_dict())
         edit(sd)
         return model, sd

@@ -19,8 +19,8 @@ from test_container import manifest_of, metadata_of
 import zarchive
 from zarchive.handlers.tensor_rows import MIN_ROWS
 from zarchive.handlers.torch_tensor import MEMBER_ENTRIES
-from zarchive.protocol import FORMAT_VERSION
 from zarchive.objpath import join_path
+from zarchive.protocol import FORMAT_VERSION
 
 
 def many(n: int = MIN_ROWS, dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
@@ -292,7 +292,9 @@ def test_a_table_list_with_a_name_in_two_members_is_refused(tmp_path: Path) -> N
         arc["layers.0.w"]
 
 
-@pytest.mark.parametrize(("tensors", "match"), [([], "list is empty"), ([5], "with 'rows'")], ids=["empty", "not-a-table"])
+@pytest.mark.parametrize(
+    ("tensors", "match"), [([], "list is empty"), ([5], "with 'rows'")], ids=["empty", "not-a-table"]
+)
 def test_malformed_table_lists_are_format_errors(tensors: Any, match: str, tmp_path: Path) -> None:
     from hostile.craft import pack, unpack
 

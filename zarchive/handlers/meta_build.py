@@ -133,7 +133,7 @@ class _TwoLayers:
             self._device.__exit__(None, None, None)
             raise
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         try:
             self._skip.__exit__(*exc)
         finally:

@@ -43,7 +43,9 @@ def _tabulate(ctx: SaveContext, node: dict[str, Any], data: dict[str, Any]) -> N
             return
         if not tables or tables[-1]["$ref"] != ref or tables[-1]["device"] != device:
             tables.append({"$ref": ref, "device": device, "rows": []})
-        tables[-1]["rows"].append([k, v["dtype"], v["shape"]] if v["key"] == k else [k, v["dtype"], v["shape"], v["key"]])
+        tables[-1]["rows"].append(
+            [k, v["dtype"], v["shape"]] if v["key"] == k else [k, v["dtype"], v["shape"], v["key"]]
+        )
     for table in tables:
         plans[table["$ref"]].nodes.append(table)  # the codec choice renames "$ref" (e.g. adds .zst) here too
     rest = {k: v for k, v in node.items() if k not in ("$type", "data")} if node is not data else {}
