@@ -16,7 +16,11 @@ def test_demo_module_runs_and_checks_its_outputs(tmp_path: Path) -> None:
     out = tmp_path / "run.zarc"
     proc = subprocess.run(
         [sys.executable, "-m", "zarchive.demo", "--out", str(out)],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "outputs identical: True" in proc.stdout
@@ -36,7 +40,9 @@ def test_notebook_executes(tmp_path: Path) -> None:
     client.execute()
     outputs = "".join(
         str(o.get("text", "")) + str(o.get("data", {}).get("text/html", ""))
-        for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for o in cell.get("outputs", [])
     )
     assert "outputs identical; metrics identical" in outputs
     assert "<div class='zarchive'>" in outputs  # the archive rendered itself as HTML

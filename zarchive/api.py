@@ -191,7 +191,7 @@ class ZArchive:
 
 
 def _read_all(path: str) -> bytes:
-    with io.open(path, "rb") as f:  # io.open: this module's own open() shadows the builtin
+    with io.open(path, "rb") as f:  # noqa: UP020 - this module's own open() shadows the builtin
         return f.read()
 
 
@@ -215,7 +215,7 @@ def read(
     )
 
 
-def open(  # noqa: A001
+def open(
     file_path: PathLike | bytes | Any, *, lazy: bool = True, storage_options: StorageOptions = None, **settings: Any
 ) -> LazyArchive:
     """`ZArchive(**settings).open(file_path)`: a lazy view of an archive; use it as a context manager."""

@@ -150,7 +150,9 @@ class LoadContext:
     def path_str(self) -> str:
         return join_path(self.path)
 
-    def error(self, message: str, *, member: str | None = None, cls: type[ZArchiveError] = FormatError) -> ZArchiveError:
+    def error(
+        self, message: str, *, member: str | None = None, cls: type[ZArchiveError] = FormatError
+    ) -> ZArchiveError:
         return cls(message, path=self.path_str, member=member)
 
     def load(self, node: Node, key: str | int | None = None) -> Any:

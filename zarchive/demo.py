@@ -66,7 +66,14 @@ def train(steps: int = 200, seed: int = 0) -> tuple[TinyMLP, pd.DataFrame]:
         if step % 20 == 0 or step == steps - 1:
             with torch.no_grad():
                 acc = (model(x).argmax(1) == y).float().mean().item()
-            rows.append({"step": step, "loss": loss.item(), "accuracy": acc, "time": pd.Timestamp("2026-01-01") + pd.Timedelta(seconds=step)})
+            rows.append(
+                {
+                    "step": step,
+                    "loss": loss.item(),
+                    "accuracy": acc,
+                    "time": pd.Timestamp("2026-01-01") + pd.Timedelta(seconds=step),
+                }
+            )
     model.eval()
     return model, pd.DataFrame(rows)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .browse import TreeBrowser
 from .container.archive_reader import ArchiveReader
@@ -15,6 +15,9 @@ from .gcpause import gc_paused
 from .objpath import split_path
 from .options import Settings
 from .registry import HandlerRegistry
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 _NODE_ERRORS = (KeyError, TypeError, ValueError, IndexError, AttributeError)
 
@@ -134,7 +137,7 @@ class LazyArchive(TreeBrowser):
         if self._closed:  # the reader's views are gone: a read would see no bytes, not damaged ones
             raise ValueError("the archive is closed: open it again to load more values")
 
-    def __enter__(self) -> LazyArchive:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

@@ -21,7 +21,7 @@ from .protocol import FORMAT_NAME, FORMAT_VERSION
 _PACKAGES = ("numpy", "torch", "pandas", "muutils", "zstandard", "safetensors")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _version(dist: str) -> str | None:
     try:
         return importlib_metadata.version(dist)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 DEFAULT_ZSTD_LEVEL = 3
 
@@ -27,7 +27,7 @@ class ErrorMode(str, enum.Enum):
             raise ValueError(f"error_mode must be one of 'except', 'warn', 'ignore', not {value!r}") from None
 
 
-CompressArg = Union[bool, int, str, None]
+CompressArg = bool | int | str | None
 
 
 def parse_compress(value: CompressArg) -> int | None:

@@ -272,7 +272,9 @@ def unpack(data: bytes) -> Parts:
             members[name] = raw
             if info.get("entries"):
                 ents = info["entries"]  # format 1.0: {label: {offset, size, crc32}}; 1.1: rows
-                pairs = ents.items() if isinstance(ents, dict) else ((r[0], {"offset": r[1], "size": r[2]}) for r in ents)
+                pairs = (
+                    ents.items() if isinstance(ents, dict) else ((r[0], {"offset": r[1], "size": r[2]}) for r in ents)
+                )
                 entries[name] = {k: (e["offset"], e["size"]) for k, e in pairs}
     meta.pop("members")
     return Parts(manifest, members, entries, meta)

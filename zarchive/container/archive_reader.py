@@ -189,11 +189,13 @@ class ArchiveReader:
 
     def member_entry(self, name: str, *, path: str | None = None) -> dict[str, Any]:
         if name in (METADATA_NAME, MANIFEST_NAME):
-            raise MemberNotFoundError(f"{name!r} is the archive's own description, not a data member",
-                                      member=name, path=path)
+            raise MemberNotFoundError(
+                f"{name!r} is the archive's own description, not a data member", member=name, path=path
+            )
         if not isinstance(name, str) or name not in self.zip.members:
-            raise MemberNotFoundError("the manifest refers to a member the archive does not have",
-                                      member=str(name)[:200], path=path)
+            raise MemberNotFoundError(
+                "the manifest refers to a member the archive does not have", member=str(name)[:200], path=path
+            )
         return self.metadata["members"][name]
 
     def member_bytes(self, name: str, *, path: str | None = None, expected_size: int | None = None) -> memoryview:
@@ -202,7 +204,8 @@ class ArchiveReader:
         if expected_size is not None and entry["size"] != expected_size:
             raise UnsafeArchiveError(
                 f"the metadata declares {entry['size']} bytes, the manifest needs {expected_size}",
-                member=name, path=path,
+                member=name,
+                path=path,
             )
         cached = self._decoded.get(name)
         if cached is not None:
@@ -211,8 +214,9 @@ class ArchiveReader:
             data = self.zip.view(name)
             if self.verify and (name, "") not in self._checked:
                 if crc32(data) != self.zip.members[name].crc:
-                    raise IntegrityError("member bytes do not match their checksum (damaged file)",
-                                         member=name, path=path)
+                    raise IntegrityError(
+                        "member bytes do not match their checksum (damaged file)", member=name, path=path
+                    )
                 self._checked.add((name, ""))
             if self.on_read is not None:
                 self.on_read(name, data.nbytes)
@@ -221,12 +225,12 @@ class ArchiveReader:
             raise UnsafeArchiveError(
                 f"declares {entry['size']} decompressed bytes, over the limit of {self.max_decompressed} "
                 "(raise max_decompressed to read it)",
-                member=name, path=path,
+                member=name,
+                path=path,
             )
         raw = self.zip.view(name)
         if self.verify and crc32(raw) != self.zip.members[name].crc:
-            raise IntegrityError("compressed bytes do not match their checksum (damaged file)",
-                                 member=name, path=path)
+            raise IntegrityError("compressed bytes do not match their checksum (damaged file)", member=name, path=path)
         out = codecs.decompress_bounded(raw, entry["size"], member=name)
         if self.verify and crc_hex(crc32(out)) != entry.get("content_crc32"):
             raise IntegrityError("decompressed bytes do not match their checksum", member=name, path=path)
@@ -277,8 +281,9 @@ class ArchiveReader:
             if e is None or e["offset"] != begin or e["size"] != end - begin:
                 raise IntegrityError(f"no checksum recorded for entry {label!r}", member=name, path=path)
             if crc_hex(crc32(data)) != e["crc32"]:
-                raise IntegrityError(f"entry {label!r} does not match its checksum (damaged file)",
-                                     member=name, path=path)
+                raise IntegrityError(
+                    f"entry {label!r} does not match its checksum (damaged file)", member=name, path=path
+                )
             self._checked.add((name, label))
         if self.on_read is not None:
             self.on_read(name, data.nbytes)

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Literal
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 from ..errors import SaveError, ZArchiveError
 from . import codecs, old_file
@@ -21,6 +21,9 @@ from .crc import crc32, crc32_combine, crc_hex
 from .jsontext import dumps_pretty
 from .names import check_name
 from .zipwriter import EntryWriter, ZipWriter
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 MANIFEST_NAME = "manifest.json"
 METADATA_NAME = "metadata.json"
@@ -226,7 +229,7 @@ class _EarlyWriteback:
             except OSError:
                 return
 
-    def __enter__(self) -> _EarlyWriteback:
+    def __enter__(self) -> Self:
         if self._enabled and hasattr(os, "fdatasync"):
             self._thread = threading.Thread(target=self._run, name="zarchive-writeback", daemon=True)
             self._thread.start()

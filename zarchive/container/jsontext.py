@@ -7,6 +7,7 @@ JSON value never contains a raw newline, so a whole member is parsed in one C-sp
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Sequence
 from itertools import repeat
 from typing import Any
@@ -113,7 +114,7 @@ def _reject_constant(token: str) -> Any:
 
 def _finite_float(text: str) -> float:
     value = float(text)
-    if value != value or value in (float("inf"), float("-inf")):
+    if math.isnan(value) or math.isinf(value):
         raise ValueError(f"number {text[:40]!r} overflows a double")
     return value
 

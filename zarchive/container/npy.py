@@ -92,8 +92,7 @@ def parse(buf: memoryview, *, member: str) -> np.ndarray:
     data_start = start + hlen
     if count * dtype.itemsize != len(buf) - data_start:
         raise FormatError(
-            f".npy header declares {count * dtype.itemsize} data bytes, the member holds "
-            f"{len(buf) - data_start}",
+            f".npy header declares {count * dtype.itemsize} data bytes, the member holds {len(buf) - data_start}",
             member=member,
         )
     flat = np.frombuffer(buf, dtype=dtype, count=count, offset=data_start)

@@ -69,9 +69,7 @@ class ZipReader:
             raise NotAZipError(f"not a zip archive (the file starts with {head[:8]!r})")
         cd_offset, cd_size, count, _ = self._find_directory(size)
         if count > max_members:
-            raise UnsafeArchiveError(
-                f"the archive lists {count} members, more than the limit of {max_members}"
-            )
+            raise UnsafeArchiveError(f"the archive lists {count} members, more than the limit of {max_members}")
         if cd_size < 46 * count:
             raise NotAZipError("the central directory is too small for the entries it declares")
         self.members: dict[str, MemberInfo] = {}
@@ -90,13 +88,9 @@ class ZipReader:
                     break
             pos = tail.rfind(struct.pack("<I", EOCD_SIG), 0, pos)
         if pos < 0:
-            raise NotAZipError(
-                "no zip end-of-directory record: the file is truncated or not a zip archive"
-            )
+            raise NotAZipError("no zip end-of-directory record: the file is truncated or not a zip archive")
         eocd_at = size - tail_len + pos
-        (_, disk, cd_disk, n_disk, n_total, cd_size, cd_offset, _) = struct.unpack_from(
-            "<IHHHHIIH", tail, pos
-        )
+        (_, disk, cd_disk, n_disk, n_total, cd_size, cd_offset, _) = struct.unpack_from("<IHHHHIIH", tail, pos)
         if disk != 0 or cd_disk != 0 or n_disk != n_total:
             raise NotAZipError("multi-disk (split) zip archives are not supported")
         cd_end = eocd_at
@@ -110,9 +104,7 @@ class ZipReader:
             if z64_at + 56 > eocd_at - 20:
                 raise NotAZipError("zip64 end record outside the file")
             rec = bytes(self.source.view(z64_at, 56))
-            (sig, _, _, _, _, _, n_disk64, n_total, cd_size, cd_offset) = struct.unpack(
-                "<IQHHIIQQQQ", rec
-            )
+            (sig, _, _, _, _, _, n_disk64, n_total, cd_size, cd_offset) = struct.unpack("<IQHHIIQQQQ", rec)
             if sig != ZIP64_EOCD_SIG or n_disk64 != n_total:
                 raise NotAZipError("bad zip64 end-of-directory record")
             cd_end = z64_at
@@ -159,9 +151,7 @@ class ZipReader:
             if usize == MAX_U32 or csize == MAX_U32 or offset == MAX_U32:
                 usize, csize, offset = _apply_zip64(extra, usize, csize, offset, name)
             if usize != csize:
-                raise UnsafeArchiveError(
-                    "stored member whose compressed and uncompressed sizes differ", member=name
-                )
+                raise UnsafeArchiveError("stored member whose compressed and uncompressed sizes differ", member=name)
             key = collision_key(name)
             if key in seen:
                 first = next(n for n in self.members if collision_key(n) == key)
@@ -174,9 +164,7 @@ class ZipReader:
         if p != len(cd):
             raise NotAZipError("the central directory has trailing bytes")
 
-    def _data_offset(
-        self, name: str, raw_name: bytes, offset: int, crc: int, size: int, cd_offset: int
-    ) -> int:
+    def _data_offset(self, name: str, raw_name: bytes, offset: int, crc: int, size: int, cd_offset: int) -> int:
         if offset + LOCAL_HEADER_SIZE > cd_offset:
             raise NotAZipError("local header outside the data area", member=name)
         (sig, _, flags, method, _, _, lcrc, lcsize, lusize, n, m) = _LOCAL.unpack_from(

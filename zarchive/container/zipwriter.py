@@ -162,18 +162,12 @@ class ZipWriter:
         if count >= MAX_U16 or cd_offset >= MAX_U32 or cd_size >= MAX_U32:
             z64_offset = self._pos
             self._raw_write(
-                struct.pack(
-                    "<IQHHIIQQQQ", ZIP64_EOCD_SIG, 44, 45, 45, 0, 0, count, count, cd_size, cd_offset
-                )
+                struct.pack("<IQHHIIQQQQ", ZIP64_EOCD_SIG, 44, 45, 45, 0, 0, count, count, cd_size, cd_offset)
             )
             self._raw_write(struct.pack("<IIQI", ZIP64_LOCATOR_SIG, 0, z64_offset, 1))
-            self._raw_write(
-                struct.pack("<IHHHHIIH", EOCD_SIG, 0, 0, MAX_U16, MAX_U16, MAX_U32, MAX_U32, 0)
-            )
+            self._raw_write(struct.pack("<IHHHHIIH", EOCD_SIG, 0, 0, MAX_U16, MAX_U16, MAX_U32, MAX_U32, 0))
         else:
-            self._raw_write(
-                struct.pack("<IHHHHIIH", EOCD_SIG, 0, 0, count, count, cd_size, cd_offset, 0)
-            )
+            self._raw_write(struct.pack("<IHHHHIIH", EOCD_SIG, 0, 0, count, count, cd_size, cd_offset, 0))
         self._f.flush()
         return self._pos
 

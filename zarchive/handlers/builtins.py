@@ -64,7 +64,7 @@ class IntHandler(Handler):
 def float_node(x: float) -> Node:
     if math.isfinite(x):
         return x
-    if x != x:
+    if math.isnan(x):
         bits = struct.unpack("<Q", struct.pack("<d", x))[0]
         node: dict[str, Any] = {"$type": "float", "value": "nan"}
         if bits != _CANONICAL_NAN:
@@ -328,7 +328,6 @@ class DictHandler(Handler):
             if isinstance(pair, list) and len(pair) == 2:
                 out.setdefault(_node_label(pair[0]), pair[1])  # '1' for both 1 and '1': the first wins
         return out
-
 
     def child(self, node: dict[str, Any], key: str) -> Any:
         if "tensors" in node and "data" not in node:  # one row, without building its 4,999 siblings

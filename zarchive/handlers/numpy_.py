@@ -42,9 +42,7 @@ def _inline_data(arr: np.ndarray) -> dict[str, Any]:
     kind = arr.dtype.kind
     if arr.size == 0:  # nested lists cannot say the shape (2, 0, 4): [[], []]
         return {"base64": ""}
-    if kind in _LIST_KINDS or (
-        kind == "f" and arr.dtype.itemsize <= 8 and bool(np.isfinite(arr).all())
-    ):
+    if kind in _LIST_KINDS or (kind == "f" and arr.dtype.itemsize <= 8 and bool(np.isfinite(arr).all())):
         return {"data": arr.tolist()}
     return {"base64": base64.b64encode(np.ascontiguousarray(arr).tobytes()).decode("ascii")}
 
@@ -107,7 +105,9 @@ class NumpyArrayHandler(Handler):
             arr = np.asfortranarray(arr)
         return arr
 
-    def _load_member(self, node: dict[str, Any], dtype: np.dtype, shape: tuple[int, ...], ctx: LoadContext) -> np.ndarray:
+    def _load_member(
+        self, node: dict[str, Any], dtype: np.dtype, shape: tuple[int, ...], ctx: LoadContext
+    ) -> np.ndarray:
         name = node["$ref"]
         memo: dict[str, np.ndarray] = ctx.state("numpy.memo", dict)
         if isinstance(name, str) and name in memo:

@@ -75,8 +75,7 @@ def _tz_fields(tz: dt.tzinfo | None, ctx: SaveContext) -> dict[str, Any]:
             fields["tz_name"] = tz.tzname(None)
         return fields
     raise ctx.error(
-        f"time zone of type {type(tz).__qualname__} cannot be saved exactly: use zoneinfo.ZoneInfo "
-        "or datetime.timezone"
+        f"time zone of type {type(tz).__qualname__} cannot be saved exactly: use zoneinfo.ZoneInfo or datetime.timezone"
     )
 
 
