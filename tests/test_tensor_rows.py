@@ -252,6 +252,21 @@ def test_a_big_group_is_split_into_members_with_one_table_each(tmp_path: Path) -
         assert torch.equal(arc[f"model/layers.{n - 1}.w"], sd[f"layers.{n - 1}.w"])
 
 
+def test_the_cli_counts_the_tensors_of_each_member(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    zarchive.save(many(MEMBER_ENTRIES + 3), tmp_path / "c.zarc", compress=False)
+    out = subprocess.run(
+        [sys.executable, "-m", "zarchive", "ls", "--json", str(tmp_path / "c.zarc")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    counts = {row["member"]: row["tensors"] for row in json.loads(out) if row["tensors"] is not None}
+    assert counts == {"tensors.safetensors": MEMBER_ENTRIES, "tensors~2.safetensors": 3}
+
+
 def test_fetching_one_tensor_parses_only_its_members_header(tmp_path: Path) -> None:
     sd = many(4 * MEMBER_ENTRIES)
     zarchive.save(sd, tmp_path / "h.zarc", compress=False)

@@ -56,8 +56,8 @@ def _holdings(arc: Any) -> dict[str, dict[str, Any]]:
     for ref, path, node in walk_refs(arc, _root(arc)):
         if path not in paths[ref]:
             paths[ref].append(path)
-        if ref.endswith((".safetensors", ".safetensors.zst")):
-            keys[ref].add(node.get("key"))
+        if ref.endswith((".safetensors", ".safetensors.zst")) and node.get("$type") == "torch.Tensor":
+            keys[ref].add(node.get("key"))  # (a tensor table is found too, as a node with a $ref: not a tensor)
     for ref, found in paths.items():  # a table's column is found as itself and inside the table: keep the deepest
         paths[ref] = [p for p in found if not any(q != p and (p == "" or q.startswith(p + "/")) for q in found)]
     return {m: {"paths": p, "tensors": len(keys[m]) if m in keys else None} for m, p in paths.items()}
