@@ -26,6 +26,12 @@ class Shared(nn.Module):
         self.frozen = nn.Parameter(torch.ones(3), requires_grad=False)
 
 
+class _Buffered(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("b", torch.zeros(2))
+
+
 MODELS: dict[str, Callable[[], nn.Module]] = {
     "mlp": lambda: nn.Sequential(nn.Linear(3, 5), nn.ReLU(), nn.Linear(5, 2)),
     "shared-tied-buffer-frozen": Shared,
@@ -112,6 +118,7 @@ def _decline_cases() -> dict[str, Callable[[], tuple[nn.Module, dict[str, Any]]]
         "shape-differs": lambda: with_sd(nn.Linear(2, 2), lambda sd: sd.update(bias=torch.ones(3))),
         "not-a-tensor": lambda: with_sd(nn.Linear(2, 2), lambda sd: sd.update(bias=[1.0, 2.0])),
         "old-1-element-for-0-dim": lambda: with_sd(ZeroDim(), lambda sd: sd.update(scale=torch.ones(1))),
+        "parameter-for-a-buffer": lambda: with_sd(_Buffered(), lambda sd: sd.update(b=nn.Parameter(torch.ones(2)))),
     }
 
 

@@ -59,8 +59,14 @@ def assign_state_dict(model: nn.Module, sd: dict[str, Any]) -> bool:
                 slots.append((m, name, False, b, sd.get(dot + name, _MISSING)))
     if len(slots) != len(sd):  # a key of sd that no slot takes, or a slot without a key
         return False
-    for _, _, _, old, new in slots:
-        if new is _MISSING or not isinstance(new, torch.Tensor) or nn.parameter.is_lazy(old) or new.shape != old.shape:
+    for _, _, is_param, old, new in slots:
+        if (
+            new is _MISSING
+            or not isinstance(new, torch.Tensor)
+            or nn.parameter.is_lazy(old)
+            or new.shape != old.shape
+            or (not is_param and isinstance(new, nn.Parameter))  # setattr would turn the buffer into a parameter
+        ):
             return False
     with torch.no_grad():
         for m, name, is_param, old, new in slots:
