@@ -12,8 +12,8 @@ its objects (start_verifying) and returns them only once every checksum has pass
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from ..errors import IntegrityError
 from .archive_reader import ArchiveReader
@@ -38,9 +38,15 @@ class PendingVerification:
     done and raises IntegrityError for the first damaged member; nothing may be handed out before.
     The members are marked checked at the start, so the work meanwhile does not check them again."""
 
-    def __init__(self, reader: ArchiveReader, todo: list[str], chunks: list[tuple[int, memoryview]], crcs: Any) -> None:
-        self._reader, self._todo, self._chunks, self._crcs = reader, todo, chunks, crcs
-        self._pool: ThreadPoolExecutor | None = None
+    def __init__(
+        self,
+        reader: ArchiveReader,
+        todo: list[str],
+        chunks: list[tuple[int, memoryview]],
+        crcs: list[int] | Iterator[list[int]],  # chunk CRCs, or per-batch lists still being computed
+        pool: ThreadPoolExecutor | None = None,
+    ) -> None:
+        self._reader, self._todo, self._chunks, self._crcs, self._pool = reader, todo, chunks, crcs, pool
         self._done = False
 
     def wait(self) -> None:
@@ -92,8 +98,7 @@ def start_verifying(reader: ArchiveReader, workers: int | None = None) -> Pendin
         if current:
             batches.append(current)
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zarchive-verify")
-        pending = PendingVerification(reader, todo, chunks, pool.map(_crc_batch, batches))
-        pending._pool = pool
+        pending = PendingVerification(reader, todo, chunks, pool.map(_crc_batch, batches), pool)
     reader._checked.update((name, "") for name in todo)
     return pending
 

@@ -3,9 +3,10 @@
 Tensors are grouped, not stored one member each: every tensor under the same top-level key of the
 saved object (e.g. all of `model/...`) lands in a `.safetensors` member named after that key, keyed by
 the rest of its object path; a group of more than MEMBER_ENTRIES tensors fills several members
-(`model.safetensors`, `model~2.safetensors`, ...), so fetching one tensor parses one bounded header. Tensors that share storage are stored once: identical views point at one
-entry; different views of one storage point at one raw-bytes entry plus their own offset/shape/stride,
-and come back sharing memory again. Reading maps uncompressed data from the file without copying.
+(`model.safetensors`, `model~2.safetensors`, ...), so fetching one tensor parses one bounded header.
+Tensors that share storage are stored once: identical views point at one entry; different views of
+one storage point at one raw-bytes entry plus their own offset/shape/stride, and come back sharing
+memory again. Reading maps uncompressed data from the file without copying.
 """
 
 from __future__ import annotations
