@@ -227,7 +227,8 @@ def render(info: dict[str, Any], raw: dict[str, float], workloads: list[dict[str
         "- read: load everything; read+touch: then read every byte of the result (mapped files fault in here).",
         (
             "- one tensor: open the file and fetch + touch one mid-sized tensor (zarchive.open()[key], "
-            "safe_open().get_tensor, torch.load(mmap=True)[key], np.load()[key])."
+            "safe_open().get_tensor, torch.load(mmap=True)[key], np.load()[key]); 5 fetches a round, each after "
+            "a read-through of the file."
         ),
         (
             "- peak/anon RSS: a fresh process reads and touches the file; growth of peak RSS and of RssAnon over its "
