@@ -5,7 +5,8 @@ call when nothing else holds it open: for a 500 MB file on ext4 that is about a 
 a third of the whole save. Holding the old file open across the rename turns the rename into a
 directory update only; the blocks are freed when that descriptor is closed, which a background
 thread does. The file's name is already the new archive's by then, so nothing user-visible waits
-on it. Interpreter exit waits for pending closes (the threads are not daemons).
+on it. Interpreter exit waits for pending closes (the threads are not daemons). On NFS a file removed
+while open lingers as a `.nfsXXXX` entry until it is closed: here, a moment after the save returns.
 """
 
 from __future__ import annotations
