@@ -75,17 +75,15 @@ def _pretty(value: Any, indent: str, out: list[str]) -> None:
         out.append("\n" + indent + "}")
     else:
         sep = "\n" + inner
-        texts = _inline_all(value)  # every item on its own line (a table's rows): in one pass
-        if max(map(len, texts)) <= INLINE_WIDTH:
-            out.append("[" + sep + ("," + sep).join(texts) + "\n" + indent + "]")
-            return
+        if all(not isinstance(v, (dict, list)) or len(v) * 2 <= INLINE_WIDTH for v in value):
+            texts = _inline_all(value)  # items that may fit a line (a table's rows): encoded in one pass
+            if max(map(len, texts)) <= INLINE_WIDTH:
+                out.append("[" + sep + ("," + sep).join(texts) + "\n" + indent + "]")
+                return
         out.append("[")
-        for i, (v, text) in enumerate(zip(value, texts)):
+        for i, v in enumerate(value):  # some item needs expanding: each goes its own way (encoded once)
             out.append(("," if i else "") + sep)
-            if len(text) <= INLINE_WIDTH or not isinstance(v, (dict, list)) or not v:
-                out.append(text)
-            else:
-                _pretty(v, inner, out)
+            _pretty(v, inner, out)
         out.append("\n" + indent + "]")
 
 
