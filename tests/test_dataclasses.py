@@ -392,16 +392,12 @@ def test_constructor_rejecting_archive_values(tmp_path: Path) -> None:
 
 def test_fields_must_be_an_object(tmp_path: Path) -> None:
     """A node whose 'fields' is not an object is a FormatError, not a crash."""
-    from zarchive.context import LoadContext
-    from zarchive.handlers.dataclass_ import load_dataclass
-
     zarchive.save(Point(1.0), tmp_path / "p.zarc")
     with zarchive.open(tmp_path / "p.zarc") as arc:
-        ctx = LoadContext(arc._registry, arc._reader, arc._settings)
         with pytest.raises(zarchive.FormatError, match="'fields'"):
-            load_dataclass({"$type": "dataclass", "class": class_tag(Point), "fields": [1, 2]}, ctx)
+            arc.load_node({"$type": "dataclass", "class": class_tag(Point), "fields": [1, 2]})
         with pytest.raises(zarchive.UnknownTypeError, match="bad class name"):
-            load_dataclass({"$type": "dataclass", "class": "os.system", "fields": {}}, ctx)
+            arc.load_node({"$type": "dataclass", "class": "os.system", "fields": {}})
 
 
 # --- hypothesis: random nesting of dataclasses, named tuples, lists and dicts ---

@@ -35,7 +35,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import zarchive
-from zarchive.registry import HandlerRegistry
+from zarchive.registry import HandlerRegistry, default_handlers
 
 EXAMPLES = int(os.environ.get("ZARCHIVE_FUZZ_EXAMPLES", "100"))
 LONG_RUN = "ZARCHIVE_FUZZ_EXAMPLES" in os.environ
@@ -78,7 +78,7 @@ def _bases() -> dict[str, bytes]:
 BASES = _bases()
 PARTS = {k: unpack(v) for k, v in BASES.items()}
 MEMBERS = sorted({m for p in PARTS.values() for m in p.members})
-HANDLERS = [h.name for h in HandlerRegistry.build().handlers]
+HANDLERS = [h.name for h in default_handlers()]
 JSON = json_values(MEMBERS, HANDLERS)
 FIELDS = field_values(JSON)
 

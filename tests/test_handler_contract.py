@@ -1,6 +1,6 @@
 """Every built-in handler obeys the handler contract (see zarchive/handlers/base.py).
 
-EXAMPLES holds one representative object per handler name. A handler added to DEFAULT_HANDLERS
+EXAMPLES holds one representative object per handler name. A handler added to default_handlers()
 without an example here fails `test_every_handler_has_an_example`: add one when you add a handler.
 """
 
@@ -20,13 +20,11 @@ import pytest
 import torch
 
 import zarchive
-from zarchive.context import LoadContext
-from zarchive.handlers import DEFAULT_HANDLERS
 from zarchive.handlers.base import Handler
-from zarchive.registry import HandlerRegistry
+from zarchive.registry import HandlerRegistry, default_handlers
 from zarchive.torchutil import ConfiguredModel, set_config_class
 
-HANDLERS: dict[str, Handler] = {h.name: h for h in DEFAULT_HANDLERS}
+HANDLERS: dict[str, Handler] = {h.name: h for h in default_handlers()}
 
 
 class Mood(enum.Enum):
@@ -129,10 +127,10 @@ PROBE_CLASSES: list[type] = [
 
 
 def test_handler_names_are_unique_and_non_empty() -> None:
-    names = [h.name for h in DEFAULT_HANDLERS]
+    names = [h.name for h in default_handlers()]
     assert all(isinstance(n, str) and n and n == n.strip() for n in names)
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
-    assert all(isinstance(h, Handler) for h in DEFAULT_HANDLERS)
+    assert all(isinstance(h, Handler) for h in default_handlers())
 
 
 def test_every_handler_has_an_example() -> None:
@@ -142,7 +140,7 @@ def test_every_handler_has_an_example() -> None:
     assert not stale, f"EXAMPLES names handlers that do not exist: {stale}"
 
 
-@pytest.mark.parametrize("handler", DEFAULT_HANDLERS, ids=lambda h: h.name)
+@pytest.mark.parametrize("handler", default_handlers(), ids=lambda h: h.name)
 def test_accepts_returns_a_bool_for_any_class(handler: Handler) -> None:
     for cls in PROBE_CLASSES:
         result = handler.accepts(cls)
@@ -173,7 +171,7 @@ def test_example_is_dispatched_to_its_handler_and_round_trips(name: str, tmp_pat
             check(obj, back)
 
 
-@pytest.mark.parametrize("handler", [h for h in DEFAULT_HANDLERS if h.name != "json"], ids=lambda h: h.name)
+@pytest.mark.parametrize("handler", [h for h in default_handlers() if h.name != "json"], ids=lambda h: h.name)
 def test_load_of_a_malformed_node_is_a_zarchive_error(handler: Handler, tmp_path) -> None:
     """A handler trusts nothing in a node: missing or mistyped fields give a ZArchiveError, never a
     KeyError/TypeError/AttributeError from deep inside (the node comes from an untrusted file)."""
@@ -186,9 +184,8 @@ def test_load_of_a_malformed_node_is_a_zarchive_error(handler: Handler, tmp_path
     ]
     with zarchive.open(path) as arc:
         for node in bad_nodes:
-            ctx = LoadContext(arc._registry, arc._reader, arc._settings)
             try:
-                ctx.load(node)
+                arc.load_node(node)
             except zarchive.ZArchiveError:
                 pass
             # loading something harmless from a junk node is acceptable (e.g. defaults), crashing is not
@@ -209,8 +206,7 @@ def test_every_field_of_a_real_node_replaced_by_junk_is_a_zarchive_error_or_load
         for key in [k for k in node if k != "$type"]:
             variants = [{**node, key: junk} for junk in JUNK] + [{k: v for k, v in node.items() if k != key}]
             for bad in variants:
-                ctx = LoadContext(arc._registry, arc._reader, arc._settings)
                 try:
-                    ctx.load(bad)
+                    arc.load_node(bad)
                 except zarchive.ZArchiveError:
                     pass

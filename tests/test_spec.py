@@ -29,8 +29,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import zarchive
-from zarchive.handlers import DEFAULT_HANDLERS
 from zarchive.objpath import escape
+from zarchive.registry import default_handlers
 
 SPEC = Path(__file__).resolve().parents[1] / "spec"
 EXAMPLES = SPEC / "examples"
@@ -281,7 +281,7 @@ def test_metadata_schema_rejects_a_zstd_member_without_content_crc() -> None:
 
 def test_schema_has_a_definition_for_every_node_type() -> None:
     schema = MANIFEST.schema
-    names = {h.name for h in DEFAULT_HANDLERS} - NOT_NODE_TYPES
+    names = {h.name for h in default_handlers()} - NOT_NODE_TYPES
     assert set(schema["$defs"]["typed_node"]["properties"]["$type"]["enum"]) == names
     dispatched = {rule["if"]["properties"]["$type"]["const"] for rule in schema["$defs"]["typed_node"]["allOf"]}
     assert dispatched == names
@@ -294,7 +294,7 @@ def test_schema_has_a_definition_for_every_node_type() -> None:
 def test_spec_documents_every_handler() -> None:
     """A handler without a spec entry fails here: its `$type` must appear (in backticks) in spec/*.md."""
     text = "\n".join(p.read_text(encoding="utf-8") for p in sorted(SPEC.glob("*.md")))
-    missing = [h.name for h in DEFAULT_HANDLERS if f"`{h.name}`" not in text]
+    missing = [h.name for h in default_handlers() if f"`{h.name}`" not in text]
     assert not missing, f"spec/*.md does not document: {missing}"
     documented = set(re.findall(r"^\| `([a-zA-Z_.]+)` \|", text, flags=re.MULTILINE))
-    assert {h.name for h in DEFAULT_HANDLERS} - NOT_NODE_TYPES <= documented, "every node type needs a table row"
+    assert {h.name for h in default_handlers()} - NOT_NODE_TYPES <= documented, "every node type needs a table row"

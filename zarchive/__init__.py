@@ -8,8 +8,9 @@ safe, lazily readable zip archive.
 
 from __future__ import annotations
 
-from .api import ZArchive, open, read, save, verify
-from .checkpoint import load_checkpoint, save_checkpoint
+from typing import Any
+
+from .api import ZArchive, audit, open, read, save, verify
 from .errors import (
     ConfigMismatchError,
     DeviceError,
@@ -21,9 +22,11 @@ from .errors import (
     SaveError,
     UnknownTypeError,
     UnsafeArchiveError,
+    UntrustedTypeError,
     VersionError,
     ZArchiveError,
 )
+from .generic import GenericObject
 from .handlers.base import Handler
 from .lazy import LazyArchive
 from .options import ErrorMode
@@ -38,6 +41,7 @@ __all__ = [
     "ErrorMode",
     "FieldMismatchError",
     "FormatError",
+    "GenericObject",
     "Handler",
     "IntegrityError",
     "LazyArchive",
@@ -46,9 +50,11 @@ __all__ = [
     "SaveError",
     "UnknownTypeError",
     "UnsafeArchiveError",
+    "UntrustedTypeError",
     "VersionError",
     "ZArchive",
     "ZArchiveError",
+    "audit",
     "load_checkpoint",
     "open",
     "read",
@@ -60,3 +66,12 @@ __all__ = [
     "unregister_handler",
     "verify",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # checkpoints need torch: imported on first use, so `import zarchive` does not import torch
+    if name in ("save_checkpoint", "load_checkpoint"):
+        from . import checkpoint
+
+        return getattr(checkpoint, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

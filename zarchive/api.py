@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .container.archive_reader import DEFAULT_MAX_DECOMPRESSED, ArchiveReader
@@ -18,6 +18,7 @@ from .handlers.omegaconf_ import to_plain as config_to_plain
 from .lazy import LazyArchive
 from .metadata import build_metadata
 from .options import CompressArg, ErrorMode, Settings, parse_compress
+from .plan import DEFAULT_MAX_NODES, DEFAULT_MAX_READ_BYTES, ReadPolicy, TensorsAs, Unresolved
 from .progress import check_setting as check_progress
 from .progress import for_read as progress_for_read
 from .progress import for_save as progress_for_save
@@ -46,6 +47,8 @@ class ZArchive:
     verify: check checksums of every member read (switch off only for trusted files).
     progress: None shows a tqdm bar for saves and reads of 64 MiB or more when stderr is a terminal;
         True always shows one, False never.
+    max_nodes, max_read_bytes: a read (or open, get, verify) refuses a file whose manifest has more
+        nodes, or whose values need more member bytes, than these (checked before anything is built).
 
     Paths may also be fsspec URLs ("s3://bucket/run.zarc", "memory://x.zarc"; `storage_options=` go
     to fsspec) or binary file objects; see `zarchive.remote`.
@@ -63,6 +66,8 @@ class ZArchive:
         durable: bool = True,
         verify: bool = True,
         max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+        max_nodes: int = DEFAULT_MAX_NODES,
+        max_read_bytes: int = DEFAULT_MAX_READ_BYTES,
         progress: bool | None = None,
     ) -> None:
         self.progress = check_progress(progress)
@@ -76,6 +81,8 @@ class ZArchive:
             verify=verify,
         )
         self.max_decompressed = max_decompressed
+        self.limits = {"max_nodes": max_nodes, "max_read_bytes": max_read_bytes}
+        ReadPolicy.make(**self.limits)  # checks them now, not at the first read
         self.registry = HandlerRegistry.build(handlers_pre)
 
     def __repr__(self) -> str:
@@ -125,12 +132,21 @@ class ZArchive:
 
     # --- reading ---
     def open(
-        self, file_path: PathLike | bytes | Any, *, lazy: bool = True, storage_options: StorageOptions = None
+        self,
+        file_path: PathLike | bytes | Any,
+        *,
+        lazy: bool = True,
+        storage_options: StorageOptions = None,
+        trusted: Iterable[type | str] | None = None,
+        unresolved: Unresolved = "raise",
+        tensors: TensorsAs = "torch",
     ) -> LazyArchive:
         """Open an archive without loading it: only the zip directory, manifest and metadata are read.
 
         file_path may be an fsspec URL (then only the byte ranges that are used are fetched) or a
-        readable binary file object (left open)."""
+        readable binary file object (left open). trusted, unresolved and tensors apply to every value
+        loaded from it (see read)."""
+        policy = ReadPolicy.make(trusted=trusted, unresolved=unresolved, tensors=tensors, **self.limits)
         source: ByteSource
         if isinstance(file_path, (bytes, bytearray)):
             source = BytesSource(file_path)
@@ -160,7 +176,7 @@ class ZArchive:
         except BaseException:
             source.close()
             raise
-        return LazyArchive(reader, self.registry, self.settings)
+        return LazyArchive(reader, self.registry, self.settings, policy)
 
     def read(
         self,
@@ -170,17 +186,38 @@ class ZArchive:
         dtype: Any = None,
         lazy: bool = True,
         storage_options: StorageOptions = None,
+        trusted: Iterable[type | str] | None = None,
+        unresolved: Unresolved = "raise",
+        tensors: TensorsAs = "torch",
     ) -> Any:
         """Load a whole archive; the type of the result comes from the manifest.
+
+        Reading plans first (every node checked, every class the file names resolved and checked,
+        limits applied) and constructs only once the plan passed.
 
         map_location: None (CPU), "saved", a device, a dict {saved: new}, or "meta".
         dtype: cast floating-point tensors to this dtype.
         lazy: True maps uncompressed data from the file (pages are read when first touched);
             False reads the file into memory first. A remote (URL) archive is fetched whole
             either way: everything is needed, so one request beats many ranged ones.
+        trusted: classes (or 'module:QualName' tags) this read may construct; any other class the
+            file names raises UntrustedTypeError before anything is built. Built-in types are
+            always allowed. None (default): any class that is registered or already imported.
+        unresolved: "raise" (default) or "generic": a class that cannot be resolved comes back as a
+            zarchive.GenericObject holding its tag and decoded fields.
+        tensors: "torch" (default) or "numpy": tensors as numpy arrays, without importing torch
+            (bfloat16 and float8 need the ml_dtypes package); models come back as GenericObjects.
         """
         whole = is_url(file_path) and not file_path.startswith("file://")
-        with self.open(file_path, lazy=lazy and not whole, storage_options=storage_options) as arc:
+        opened = self.open(
+            file_path,
+            lazy=lazy and not whole,
+            storage_options=storage_options,
+            trusted=trusted,
+            unresolved=unresolved,
+            tensors=tensors,
+        )
+        with opened as arc:
             bar = progress_for_read(self.progress, arc, file_path)
             if bar is None:
                 return arc.load(map_location=map_location, dtype=dtype)
@@ -195,6 +232,15 @@ def _read_all(path: str) -> bytes:
         return f.read()
 
 
+def audit(file_path: PathLike | bytes | Any, *, storage_options: StorageOptions = None) -> dict[str, list[str]]:
+    """Every class tag ('module:QualName') that reading the file would construct or call
+    (dataclasses, named tuples, enums, ConfiguredModels, their field functions, defaultdict
+    factories), each with the object paths where it occurs. Reads the manifest only (and .jsonl
+    members whose lines are nodes); never imports, constructs or refuses a class."""
+    with ZArchive(verify=True).open(file_path, storage_options=storage_options) as arc:
+        return arc.audit()
+
+
 def save(obj: Any, file_path: PathLike | Any, *, storage_options: StorageOptions = None, **settings: Any) -> str:
     """`ZArchive(**settings).save(obj, file_path)`."""
     return ZArchive(**settings).save(obj, file_path, storage_options=storage_options)
@@ -207,19 +253,43 @@ def read(
     dtype: Any = None,
     lazy: bool = True,
     storage_options: StorageOptions = None,
+    trusted: Iterable[type | str] | None = None,
+    unresolved: Unresolved = "raise",
+    tensors: TensorsAs = "torch",
     **settings: Any,
 ) -> Any:
     """`ZArchive(**settings).read(file_path, ...)`."""
     return ZArchive(**settings).read(
-        file_path, map_location=map_location, dtype=dtype, lazy=lazy, storage_options=storage_options
+        file_path,
+        map_location=map_location,
+        dtype=dtype,
+        lazy=lazy,
+        storage_options=storage_options,
+        trusted=trusted,
+        unresolved=unresolved,
+        tensors=tensors,
     )
 
 
 def open(
-    file_path: PathLike | bytes | Any, *, lazy: bool = True, storage_options: StorageOptions = None, **settings: Any
+    file_path: PathLike | bytes | Any,
+    *,
+    lazy: bool = True,
+    storage_options: StorageOptions = None,
+    trusted: Iterable[type | str] | None = None,
+    unresolved: Unresolved = "raise",
+    tensors: TensorsAs = "torch",
+    **settings: Any,
 ) -> LazyArchive:
     """`ZArchive(**settings).open(file_path)`: a lazy view of an archive; use it as a context manager."""
-    return ZArchive(**settings).open(file_path, lazy=lazy, storage_options=storage_options)
+    return ZArchive(**settings).open(
+        file_path,
+        lazy=lazy,
+        storage_options=storage_options,
+        trusted=trusted,
+        unresolved=unresolved,
+        tensors=tensors,
+    )
 
 
 def verify(file_path: PathLike | Any, *, storage_options: StorageOptions = None) -> list[tuple[str, str]]:

@@ -9,9 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import MemberNotFoundError
+from .nodes.base import MISSING
 from .objpath import join_path, split_path
-
-MISSING: Any = object()
 
 
 class TreeBrowser:

@@ -17,12 +17,12 @@ import torch
 from .api import ZArchive
 from .checkpoint_rng import GeneratorLike, capture_rng
 from .checkpoint_rng import restore_rng as _restore_rng_states
+from .configured import ConfiguredModelBase as ConfiguredModel
 from .errors import ConfigMismatchError, FormatError, MemberNotFoundError, UnknownTypeError, VersionError
-from .handlers.torch_model import NAME as CONFIGURED_MODEL
 from .lazy import LazyArchive
+from .model_read import MODEL_TAG as CONFIGURED_MODEL
 from .objpath import join_path
-from .torchutil import ConfiguredModel
-from .typeref import class_tag, resolve_class
+from .typeref import class_tag, is_model_class, resolve_class
 
 LAYOUT_KEY = "zarchive_checkpoint"
 LAYOUT_VERSION = 1
@@ -217,7 +217,7 @@ class _PartLoader:
         tag, where = node.get("class"), join_path(path)
         if tag != class_tag(type(target)):
             try:
-                same = resolve_class(tag, lambda c: True, what="ConfiguredModel", path=where) is type(target)
+                same = resolve_class(tag, is_model_class, what="ConfiguredModel", path=where) is type(target)
             except UnknownTypeError:
                 same = False
             if not same:

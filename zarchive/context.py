@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .container.archive_reader import ArchiveReader
 from .container.archive_writer import RESERVED_NAMES, CompressHint, MemberPlan, Part
 from .container.names import collision_key, fit_stem, sanitize_component
-from .errors import FormatError, SaveError, ZArchiveError
+from .errors import FormatError, SaveError, VersionError, ZArchiveError
 from .objpath import join_path
 from .options import ErrorMode, Settings
+from .plan import Plan, ReadPolicy, file_version
+from .protocol import FORMAT_MAJOR, FORMAT_MINOR, FORMAT_VERSION
 
 if TYPE_CHECKING:
     from .registry import HandlerRegistry
@@ -65,7 +67,10 @@ class SaveContext:
                 raise self.error("the object contains itself (a reference cycle cannot be saved)")
             self._active.add(oid)
             try:
-                return handler.save(obj, self)
+                node = handler.save(obj, self)
+                if handler.version != 1 and type(node) is dict and node.get("$type") == handler.name:
+                    node["$version"] = handler.version  # a reader with an older handler refuses it
+                return node
             except ZArchiveError:
                 raise
             except Exception as e:  # a handler's own failure: say where it happened
@@ -125,7 +130,8 @@ class SaveContext:
 
 
 class LoadContext:
-    """State of one read: the archive, the object path, handler scratch space, reading options."""
+    """State of one read (phase two: construction, from a plan made by plan.Planner): the archive,
+    the object path, the classes the plan resolved, handler scratch space, reading options."""
 
     def __init__(
         self,
@@ -133,14 +139,21 @@ class LoadContext:
         archive: ArchiveReader,
         settings: Settings,
         *,
+        plan: Plan | None = None,
+        policy: ReadPolicy | None = None,
         map_location: Any = None,
         dtype: Any = None,
     ) -> None:
         self.registry = registry
         self.archive = archive
         self.settings = settings
+        self.plan = plan if plan is not None else Plan()
+        self.policy = policy if policy is not None else ReadPolicy()
         self.map_location = map_location
         self.dtype = dtype
+        major, minor = file_version(archive)
+        self._newer = major == FORMAT_MAJOR and minor > FORMAT_MINOR
+        self._depth = 0
         self.path: list[str] = []
         self._state: dict[str, Any] = {}
         self._owned: dict[tuple[str, int, int], memoryview] = {}
@@ -155,12 +168,25 @@ class LoadContext:
     ) -> ZArchiveError:
         return cls(message, path=self.path_str, member=member)
 
+    @property
+    def tensors(self) -> str:
+        """ "torch", or "numpy" when tensors are read as numpy arrays (torch is then not imported)."""
+        return self.policy.tensors
+
+    def resolve_class(self, tag: Any, kind: str) -> type | None:
+        """The class the plan resolved `tag` to (None: read it as a GenericObject)."""
+        try:
+            return self.plan.resolved[(tag, kind)]
+        except (KeyError, TypeError):
+            raise self.error(f"the class {str(tag)[:200]!r} was not planned for this read") from None
+
     def load(self, node: Node, key: str | int | None = None) -> Any:
         """The object a manifest node describes, loaded at child `key` of the current path."""
         if key is not None:
             self.path.append(str(key))
+        self._depth += 1
         try:
-            if len(self.path) > MAX_DEPTH:
+            if self._depth > MAX_DEPTH:
                 raise self.error(f"manifest nested more than {MAX_DEPTH} levels deep")
             if isinstance(node, (str, bool, int, float)) or node is None:
                 return node
@@ -173,8 +199,15 @@ class LoadContext:
                         raise self.error("object with '$' keys but no '$type'")
                     return {k: self.load(v, k) for k, v in node.items()}
                 try:
-                    return self.registry.for_tag(tag).load(node, self)
+                    return self.registry.for_tag(tag, tensors=self.policy.tensors).load(node, self)
                 except ZArchiveError as e:
+                    if type(e) is FormatError and self._newer:
+                        raise VersionError(
+                            f"{str(tag)[:100]!r} node in a shape this reader does not know ({e.message}); the file is "
+                            f"a newer format than {FORMAT_VERSION}: upgrade zarchive to read it",
+                            path=e.path if e.path is not None else self.path_str,
+                            member=e.member,
+                        ) from e
                     if e.path is None:  # errors from below name no path: add it here, once, on the way out
                         raise type(e)(e.message, path=self.path_str, member=e.member) from e
                     raise
@@ -184,6 +217,7 @@ class LoadContext:
                     ) from e
             raise self.error(f"unexpected JSON value of type {type(node).__name__}")
         finally:
+            self._depth -= 1
             if key is not None:
                 self.path.pop()
 

@@ -59,11 +59,18 @@ class IntegrityError(FormatError):
 
 
 class VersionError(FormatError):
-    """The archive was written with a newer major format version than this reader understands."""
+    """The archive uses a format version or a node type newer than this reader: a newer major version
+    (refused at open), or, in a file of a newer minor version, a node type or node shape this reader
+    does not know. Upgrade zarchive (or the package providing a custom handler) to read it."""
 
 
 class UnknownTypeError(ZArchiveError, LookupError):
     """A manifest node names a handler or class this reader does not know or does not trust."""
+
+
+class UntrustedTypeError(UnknownTypeError):
+    """The archive names a class outside the `trusted=` set given to the read (refused before anything
+    is constructed)."""
 
 
 class MemberNotFoundError(ZArchiveError, KeyError):

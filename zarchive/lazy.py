@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -10,10 +11,11 @@ from .browse import TreeBrowser
 from .container.archive_reader import ArchiveReader
 from .container.parallel_verify import start_verifying
 from .context import LoadContext
-from .errors import FormatError, MemberNotFoundError
+from .errors import FormatError, MemberNotFoundError, UnknownTypeError
 from .gcpause import gc_paused
 from .objpath import split_path
 from .options import Settings
+from .plan import Plan, Planner, ReadPolicy
 from .registry import HandlerRegistry
 
 if TYPE_CHECKING:
@@ -23,12 +25,18 @@ _NODE_ERRORS = (KeyError, TypeError, ValueError, IndexError, AttributeError)
 
 
 class LazyArchive(TreeBrowser):
-    """A zarchive opened for reading. Values taken from it stay valid after it is closed."""
+    """A zarchive opened for reading. Values taken from it stay valid after it is closed.
 
-    def __init__(self, reader: ArchiveReader, registry: HandlerRegistry, settings: Settings) -> None:
+    Every load runs in two phases: a plan of the subtree (see zarchive.plan: checked, classes
+    resolved and trusted, limits applied, nothing constructed), then construction."""
+
+    def __init__(
+        self, reader: ArchiveReader, registry: HandlerRegistry, settings: Settings, policy: ReadPolicy | None = None
+    ) -> None:
         self._reader = reader
         self._registry = registry
         self._settings = settings
+        self._policy = policy if policy is not None else ReadPolicy()
         self._closed = False
 
     # --- what is in it ---
@@ -54,6 +62,28 @@ class LazyArchive(TreeBrowser):
             raise MemberNotFoundError("no such member", member=str(member)[:200])
         return self._reader.checked_entries(member)
 
+    def member_size(self, name: str) -> int:
+        """The stored size of any zip member, metadata.json included."""
+        info = self._reader.zip.members.get(name)
+        if info is None:
+            raise MemberNotFoundError("no such member", member=str(name)[:200])
+        return info.size
+
+    @property
+    def on_read(self) -> Callable[[str, int], None] | None:
+        """Called with (member, bytes) for every member read (progress bars)."""
+        return self._reader.on_read
+
+    @on_read.setter
+    def on_read(self, fn: Callable[[str, int], None] | None) -> None:
+        self._reader.on_read = fn
+
+    def _schema(self, tag: Any) -> Any:
+        schema = self._registry.schema_for(tag)
+        if schema is None:
+            raise UnknownTypeError(f"no handler named {str(tag)[:100]!r}")
+        return schema
+
     def children(self, node: Any) -> dict[str, Any] | None:
         if isinstance(node, list):
             return {str(i): v for i, v in enumerate(node)}
@@ -61,7 +91,7 @@ class LazyArchive(TreeBrowser):
             tag = node.get("$type")
             if tag is None:
                 return dict(node)
-            handler = self._registry.for_tag(tag)
+            handler = self._schema(tag)
             try:
                 return handler.children(node)
             except _NODE_ERRORS as e:  # a malformed node must not escape as a bare KeyError
@@ -72,37 +102,84 @@ class LazyArchive(TreeBrowser):
         tag = node.get("$type") if isinstance(node, dict) else None
         if tag is None:
             return super().child(node, key)
-        try:  # the handler may find one child without building its siblings (a 5,000-row table)
-            return self._registry.for_tag(tag).child(node, key)
+        try:  # the schema may find one child without building its siblings (a 5,000-row table)
+            return self._schema(tag).child(node, key)
         except _NODE_ERRORS as e:
             raise FormatError(f"malformed {str(tag)[:60]!r} node: {type(e).__name__}: {e}") from None
 
     def _root_node(self) -> Any:
         return self._reader.manifest["root"]
 
-    # --- loading ---
-    def get(self, path: str = "", *, map_location: Any = None, dtype: Any = None) -> Any:
-        """Load the value at `path`, reading only the members it needs."""
+    # --- planning ---
+    def plan(self, path: str = "", *, root_class: type | None = None) -> Plan:
+        """Phase one of loading `path`: what it would construct and read, checked against this
+        archive's read policy (trusted classes, limits); nothing is constructed."""
         self._check_open()
-        node = self.node(path)
-        ctx = LoadContext(self._registry, self._reader, self._settings, map_location=map_location, dtype=dtype)
+        policy = self._policy if root_class is None else self._policy.with_root_class(root_class)
+        with gc_paused():
+            return Planner(self._registry, self._reader, policy).run(self.node(path), split_path(path))
+
+    def audit(self, path: str = "") -> dict[str, list[str]]:
+        """Every class tag ('module:QualName') that loading `path` would construct or call, with the
+        object paths where each occurs. Reads the manifest (and .jsonl members that hold nodes) only;
+        works where the classes cannot be imported, and refuses nothing."""
+        self._check_open()
+        with gc_paused():
+            planner = Planner(self._registry, self._reader, self._policy, audit=True)
+            return dict(planner.run(self.node(path), split_path(path)).classes)
+
+    # --- loading ---
+    def get(
+        self, path: str = "", *, map_location: Any = None, dtype: Any = None, root_class: type | None = None
+    ) -> Any:
+        """Load the value at `path`, reading only the members it needs. `root_class`: build the class
+        node at `path` as this class (ConfiguredModel.read), which is then trusted."""
+        plan = self.plan(path, root_class=root_class)
+        policy = self._policy if root_class is None else self._policy.with_root_class(root_class)
+        ctx = LoadContext(
+            self._registry,
+            self._reader,
+            self._settings,
+            plan=plan,
+            policy=policy,
+            map_location=map_location,
+            dtype=dtype,
+        )
         ctx.path = split_path(path)
         with gc_paused():
-            return ctx.load(node)
+            return ctx.load(self.node(path))
 
     def __getitem__(self, path: str) -> Any:
         return self.get(path)
 
-    def load(self, *, map_location: Any = None, dtype: Any = None) -> Any:
+    def load_node(self, node: Any, path: str = "", *, map_location: Any = None, dtype: Any = None) -> Any:
+        """Plan and construct a manifest node given by the caller (e.g. one edited by a tool) against
+        this archive's members, as if it stood at `path`."""
+        self._check_open()
+        with gc_paused():
+            plan = Planner(self._registry, self._reader, self._policy).run(node, split_path(path))
+            ctx = LoadContext(
+                self._registry,
+                self._reader,
+                self._settings,
+                plan=plan,
+                policy=self._policy,
+                map_location=map_location,
+                dtype=dtype,
+            )
+            ctx.path = split_path(path)
+            return ctx.load(node)
+
+    def load(self, *, map_location: Any = None, dtype: Any = None, root_class: type | None = None) -> Any:
         """Everything, the same as read()."""
         self._check_open()
         if not (self._settings.verify and self._reader.source.mapped):
-            return self.get("", map_location=map_location, dtype=dtype)
+            return self.get("", map_location=map_location, dtype=dtype, root_class=root_class)
         # all will be read: checksum on the other cores while the objects are built; hand them out
         # only once every checksum passed (damage found meanwhile explains a failed load best)
         pending = start_verifying(self._reader)
         try:
-            value = self.get("", map_location=map_location, dtype=dtype)
+            value = self.get("", map_location=map_location, dtype=dtype, root_class=root_class)
         except BaseException:
             pending.wait()
             raise
@@ -115,12 +192,19 @@ class LazyArchive(TreeBrowser):
         return self._reader.verify_all()
 
     def summary(self, path: str = "") -> str:
-        node = self.node(path)
+        """One line about the value at `path`."""
+        try:
+            return self.describe(self.node(path))
+        except FormatError as e:
+            raise FormatError(e.message, path=path) from None
+
+    def describe(self, node: Any) -> str:
+        """One line about a manifest node (its type and what it holds), without loading it."""
         if isinstance(node, dict) and "$type" in node:
             try:
-                return self._registry.for_tag(node["$type"]).summary(node)
+                return str(self._schema(node["$type"]).summary(node))
             except _NODE_ERRORS as e:
-                raise FormatError(f"malformed node: {type(e).__name__}: {e}", path=path) from None
+                raise FormatError(f"malformed node: {type(e).__name__}: {e}") from None
         return type(node).__name__ if not isinstance(node, dict) else "dict"
 
     # --- lifetime ---
@@ -154,7 +238,7 @@ class LazyArchive(TreeBrowser):
         def render(node: Any, depth: int) -> str:
             kids = self.children(node) if depth < 8 else None
             label = (
-                self._registry.for_tag(node["$type"]).summary(node)
+                self.describe(node)
                 if isinstance(node, dict) and "$type" in node
                 else (type(node).__name__ if isinstance(node, (dict, list)) else repr(node)[:80])
             )

@@ -8,6 +8,8 @@ Enum, a ConfiguredModel...). Anything else is an UnknownTypeError.
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import sys
 import threading
 from collections.abc import Callable
@@ -78,3 +80,40 @@ def resolve_class(tag: Any, accept: Callable[[type], bool], *, what: str, path: 
     if not isinstance(cls, type) or not accept(cls):
         raise UnknownTypeError(f"{tag!r} is not a {what} class", path=path)
     return cls
+
+
+def is_dataclass_class(cls: type) -> bool:
+    # an Enum with a dataclass mixin is an Enum member, saved by name by the enum handler
+    return isinstance(cls, type) and dataclasses.is_dataclass(cls) and not issubclass(cls, enum.Enum)
+
+
+def is_namedtuple_class(cls: type) -> bool:
+    return (
+        isinstance(cls, type)
+        and issubclass(cls, tuple)
+        and cls is not tuple
+        and isinstance(getattr(cls, "_fields", None), tuple)
+        and callable(getattr(cls, "_make", None))
+    )
+
+
+def is_enum_class(cls: type) -> bool:
+    return isinstance(cls, type) and issubclass(cls, enum.Enum)
+
+
+def is_model_class(cls: type) -> bool:
+    """A ConfiguredModel subclass. Such a class exists only once torch is imported, so this never
+    imports torch itself."""
+    if "torch" not in sys.modules or not isinstance(cls, type):
+        return False
+    base = getattr(sys.modules.get("zarchive.configured"), "ConfiguredModelBase", None)
+    return base is not None and issubclass(cls, base)
+
+
+# what a class node may name, by kind: (what to call it in messages, the test a class must pass)
+CLASS_KINDS: dict[str, tuple[str, Callable[[type], bool]]] = {
+    "dataclass": ("dataclass", is_dataclass_class),
+    "namedtuple": ("named tuple", is_namedtuple_class),
+    "enum": ("Enum", is_enum_class),
+    "ConfiguredModel": ("ConfiguredModel", is_model_class),
+}

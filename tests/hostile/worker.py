@@ -143,7 +143,13 @@ def _run_child(req: dict[str, Any], cache: dict[tuple[int, int], Any]) -> dict[s
 
 
 def serve() -> None:
+    import pandas  # noqa: F401 - the handlers import these on first use; a child's limits measure reading
+    import torch  # noqa: F401
+
     import zarchive  # noqa: F401 - imported once, here, so that every child starts with it
+    from zarchive.registry import default_handlers
+
+    default_handlers()  # every handler module imported before the first fork
 
     cache: dict[tuple[int, int], Any] = {}
     for line in sys.stdin:

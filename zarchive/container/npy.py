@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from ..errors import FormatError, UnsafeArchiveError
+from .shapes import check_shape
 
 MAGIC = b"\x93NUMPY"
 MAX_HEADER_BYTES = 10 * 1024
@@ -99,14 +100,3 @@ def parse(buf: memoryview, *, member: str) -> np.ndarray:
     if fortran:
         return flat.reshape(shape[::-1]).T
     return flat.reshape(shape)
-
-
-def check_shape(shape: object, *, member: str | None = None, path: str | None = None) -> tuple[int, ...]:
-    if not isinstance(shape, (tuple, list)) or len(shape) > 64:
-        raise FormatError("shape must be a list of at most 64 sizes", member=member, path=path)
-    for s in shape:
-        if type(s) is not int or s < 0:
-            raise FormatError(f"bad dimension {s!r} in shape", member=member, path=path)
-    if math.prod(shape) > 1 << 62:
-        raise UnsafeArchiveError("shape asks for more elements than any file holds", member=member, path=path)
-    return tuple(shape)

@@ -1,50 +1,19 @@
-"""Built-in handlers, in dispatch order (earlier handlers win for a class)."""
+"""Built-in handlers, one module per family of types. They are listed (not imported) in `catalog`,
+and imported by the registry when a save or a read first needs one."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from .base import Handler
-from .builtins import DictHandler, FloatHandler, IntHandler, ListHandler, ScalarHandler, SetHandler, TupleHandler
-from .dataclass_ import DataclassHandler, NamedTupleHandler
-from .numpy_ import NumpyArrayHandler, NumpyDtypeHandler, NumpyScalarHandler
-from .omegaconf_ import OmegaConfHandler
-from .pandas_ import PandasFrameHandler, PandasIndexHandler, PandasSeriesHandler
-from .pandas_arrays import PandasArrayHandler
-from .pandas_scalars import PandasScalarHandler
-from .stdlib import BytesHandler, ComplexHandler, DateTimeHandler, DecimalUUIDHandler, EnumHandler, PathHandler
-from .torch_model import ConfiguredModelHandler
-from .torch_tensor import TensorHandler
-from .torch_types import TorchDeviceHandler, TorchDtypeHandler, TorchSizeHandler
 
-DEFAULT_HANDLERS: tuple[Handler, ...] = (
-    ScalarHandler(),
-    IntHandler(),
-    FloatHandler(),
-    ListHandler(),
-    DictHandler(),
-    OmegaConfHandler(),  # Hydra configs: saved as plain dicts/lists
-    ConfiguredModelHandler(),  # before anything taking nn.Module
-    NamedTupleHandler(),  # before tuple
-    DataclassHandler(),
-    TupleHandler(),
-    SetHandler(),
-    BytesHandler(),
-    ComplexHandler(),
-    DateTimeHandler(),
-    PathHandler(),
-    EnumHandler(),
-    DecimalUUIDHandler(),
-    NumpyArrayHandler(),
-    NumpyScalarHandler(),
-    NumpyDtypeHandler(),
-    PandasFrameHandler(),
-    PandasSeriesHandler(),
-    PandasIndexHandler(),
-    PandasArrayHandler(),
-    PandasScalarHandler(),
-    TensorHandler(),
-    TorchDeviceHandler(),
-    TorchDtypeHandler(),
-    TorchSizeHandler(),
-)
 
-__all__ = ["DEFAULT_HANDLERS", "Handler"]
+def __getattr__(name: str) -> Any:
+    if name == "DEFAULT_HANDLERS":  # every built-in handler, imported: for tests and tools that list them
+        from ..registry import default_handlers
+
+        return default_handlers()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["Handler"]

@@ -1,11 +1,14 @@
 """The handler contract: one object family, both directions, under one stable name.
 
-A handler
+A handler is a node schema (see nodes/base.py: checking, planning and browsing its nodes) that also
 - says which classes it saves (`accepts(cls)`: decided by the class alone, so dispatch can be cached),
 - turns an object into a manifest node (`save`): plain JSON, or a dict whose "$type" is `name`,
   possibly pointing at members it planned through the context,
-- turns a node carrying its `name` back into an equal object (`load`), trusting nothing in the node,
-- optionally lists a node's children (`children`) so a lazy reader can walk into it without loading it.
+- turns a node carrying its `name` back into an equal object (`load`), trusting nothing in the node.
+
+`version` is the handler's own version of its node shape (for handlers outside zarchive): nodes of
+a handler whose version is above 1 record it as "$version", and a reader whose handler is older
+refuses them with a VersionError instead of misreading them.
 """
 
 from __future__ import annotations
@@ -13,15 +16,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..browse import MISSING
+from ..nodes.base import NodeSchema
 
 if TYPE_CHECKING:
     from ..context import LoadContext, Node, SaveContext
 
 
-class Handler(ABC):
-    name: ClassVar[str]
-    """The stable tag recorded as "$type" in the manifest. Never change it once files exist."""
+class Handler(NodeSchema, ABC):
+    version: ClassVar[int] = 1
 
     @abstractmethod
     def accepts(self, cls: type) -> bool:
@@ -34,20 +36,6 @@ class Handler(ABC):
     @abstractmethod
     def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
         """The object for a node whose "$type" is this handler's name."""
-
-    def children(self, node: dict[str, Any]) -> dict[str, Any] | None:
-        """The node's child nodes by path component, for lazy navigation (None: a leaf)."""
-        return None
-
-    def child(self, node: dict[str, Any], key: str) -> Any:
-        """One child node by path component (MISSING if there is none); override where listing
-        every child to find one is costly."""
-        kids = self.children(node)
-        return kids[key] if kids is not None and key in kids else MISSING
-
-    def summary(self, node: dict[str, Any]) -> str:
-        """A one-line description for listings (`zarchive show`)."""
-        return self.name
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"

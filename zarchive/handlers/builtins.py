@@ -8,17 +8,29 @@ classes. Lists longer than `external_list_threshold` go to a `.jsonl` member, on
 
 from __future__ import annotations
 
-import json
+import builtins
 import math
 import struct
 from collections import OrderedDict, defaultdict
 from typing import Any
 
-from ..browse import MISSING
-from ..container.jsontext import decode_jsonl, dumps_compact, encode_jsonl, encode_jsonl_strings
+from ..container.jsontext import decode_jsonl, encode_jsonl, encode_jsonl_strings
 from ..context import LoadContext, Node, SaveContext
+from ..nodes.tensor_rows import tabulate_when_laid_out, tensor_nodes
+from ..nodes.values import (
+    DEFAULT_FACTORIES,
+    DictSchema,
+    FloatSchema,
+    IntSchema,
+    JsonSchema,
+    ListSchema,
+    SetSchema,
+    TupleSchema,
+    key_label,
+    node_label,
+    points_at_member,
+)
 from .base import Handler, expect
-from .tensor_rows import tabulate_when_laid_out, tensor_node, tensor_nodes
 
 SAFE_INT = 2**53
 MAX_BIG_INT_HEX = 1 << 20
@@ -26,7 +38,7 @@ _CANONICAL_NAN = 0x7FF8000000000000
 _PLAIN_SCALARS = (str, bool, type(None))
 
 
-class ScalarHandler(Handler):
+class ScalarHandler(JsonSchema, Handler):
     """str, bool and None: JSON as they are."""
 
     name = "json"
@@ -41,7 +53,7 @@ class ScalarHandler(Handler):
         raise ctx.error("'json' is not a node type")
 
 
-class IntHandler(Handler):
+class IntHandler(IntSchema, Handler):
     """int of any size: plain JSON up to 2**53 (what every JSON reader keeps exact), hex beyond."""
 
     name = "int"
@@ -73,7 +85,7 @@ def float_node(x: float) -> Node:
     return {"$type": "float", "value": "inf" if x > 0 else "-inf"}
 
 
-class FloatHandler(Handler):
+class FloatHandler(FloatSchema, Handler):
     """float: plain JSON when finite (-0.0 included); NaN (with its bits) and infinities tagged."""
 
     name = "float"
@@ -127,21 +139,7 @@ def _has_ref(node: Node) -> bool:
     return False
 
 
-def _points_at_member(values: list[Any]) -> bool:
-    """Whether a node inside `values` has a '$ref' (iterative: the nesting depth is the file's choice)."""
-    stack: list[Any] = [values]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, dict):
-            if "$ref" in x:
-                return True
-            stack.extend(x.values())
-        elif isinstance(x, list):
-            stack.extend(x)
-    return False
-
-
-class ListHandler(Handler):
+class ListHandler(ListSchema, Handler):
     """list: inline, or a `.jsonl` member past `external_list_threshold` items (unless an item points
     at a member of its own)."""
 
@@ -173,7 +171,7 @@ class ListHandler(Handler):
         nbytes = expect(node, "nbytes", int, ctx)
         data = ctx.member_bytes(node.get("$ref"), expected_size=nbytes, shared=True)
         values = decode_jsonl(data, length, member=node["$ref"])
-        if _points_at_member(values):  # never written (see save): would allow ref cycles and 2**n blow-ups
+        if points_at_member(values):  # never written (see save): would allow ref cycles and 2**n blow-ups
             raise ctx.error("a .jsonl list holds nodes that point at members", member=node["$ref"])
         if node.get("items") == "plain":
             if not all(_is_plain_json(v) for v in values):
@@ -181,11 +179,8 @@ class ListHandler(Handler):
             return values
         return [ctx.load(v, i) for i, v in enumerate(values)]
 
-    def summary(self, node: dict[str, Any]) -> str:
-        return f"list[{node.get('length')}] -> {node.get('$ref')}"
 
-
-class TupleHandler(Handler):
+class TupleHandler(TupleSchema, Handler):
     name = "tuple"
 
     def accepts(self, cls: type) -> bool:
@@ -200,10 +195,6 @@ class TupleHandler(Handler):
             raise ctx.error("tuple items must be a list")
         return tuple(items)
 
-    def children(self, node: dict[str, Any]) -> dict[str, Any] | None:
-        items = node.get("items")
-        return {str(i): v for i, v in enumerate(items)} if isinstance(items, list) else None
-
 
 def _sorted_for_determinism(items: Any) -> list[Any]:
     try:
@@ -212,7 +203,7 @@ def _sorted_for_determinism(items: Any) -> list[Any]:
         return sorted(items, key=lambda x: (type(x).__qualname__, repr(x)))
 
 
-class SetHandler(Handler):
+class SetHandler(SetSchema, Handler):
     """set and frozenset, items in sorted order so equal sets give equal manifests."""
 
     name = "set"
@@ -233,9 +224,7 @@ class SetHandler(Handler):
         return frozenset(values) if node.get("frozen") is True else set(values)
 
 
-_DEFAULT_FACTORIES: dict[str, Any] = {
-    "list": list, "dict": dict, "set": set, "int": int, "float": float, "str": str, "tuple": tuple,
-}  # fmt: skip
+_DEFAULT_FACTORIES: dict[str, Any] = {name: getattr(builtins, name) for name in DEFAULT_FACTORIES}
 _FACTORY_NAMES = {v: k for k, v in _DEFAULT_FACTORIES.items()}
 
 
@@ -243,7 +232,7 @@ def _plain_keys(d: dict[Any, Any]) -> bool:
     return all(type(k) is str and not k.startswith("$") for k in d)
 
 
-class DictHandler(Handler):
+class DictHandler(DictSchema, Handler):
     """dict, OrderedDict and defaultdict: keys keep their types (int, tuple, ...), order is kept."""
 
     name = "dict"
@@ -273,8 +262,8 @@ class DictHandler(Handler):
         else:
             node["items"] = []
             for k, v in obj.items():
-                key_node = ctx.save(k, f"{_key_label(k)}.key")
-                node["items"].append([key_node, ctx.save(v, _node_label(key_node))])
+                key_node = ctx.save(k, f"{key_label(k)}.key")
+                node["items"].append([key_node, ctx.save(v, node_label(key_node))])
         meta = getattr(obj, "_metadata", None)  # torch state dicts carry per-module versions here
         if cls is OrderedDict and isinstance(meta, dict):
             node["attrs"] = {"_metadata": ctx.save(meta, "_metadata")}
@@ -307,61 +296,10 @@ class DictHandler(Handler):
                     raise ctx.error("dict items must be [key, value] pairs")
                 key = ctx.load(pair[0], "key")
                 try:
-                    out[key] = ctx.load(pair[1], _node_label(pair[0]))
+                    out[key] = ctx.load(pair[1], node_label(pair[0]))
                 except TypeError as e:
                     raise ctx.error(f"unhashable dict key: {e}") from None
         attrs = node.get("attrs")
         if isinstance(attrs, dict) and "_metadata" in attrs and isinstance(out, OrderedDict):
             out._metadata = ctx.load(attrs["_metadata"], "_metadata")  # type: ignore[attr-defined]
         return out
-
-    def children(self, node: dict[str, Any]) -> dict[str, Any] | None:
-        if isinstance(node.get("data"), dict):
-            return dict(node["data"])
-        if "tensors" in node:
-            return dict(tensor_nodes(node["tensors"], None))
-        items = node.get("items")
-        if not isinstance(items, list):
-            return None
-        out: dict[str, Any] = {}
-        for pair in items:
-            if isinstance(pair, list) and len(pair) == 2:
-                out.setdefault(_node_label(pair[0]), pair[1])  # '1' for both 1 and '1': the first wins
-        return out
-
-    def child(self, node: dict[str, Any], key: str) -> Any:
-        if "tensors" in node and "data" not in node:  # one row, without building its 4,999 siblings
-            found = tensor_node(node["tensors"], key)
-            return found if found is not None else MISSING
-        return super().child(node, key)
-
-
-def _node_label(node: Node) -> str:
-    """The object-path component of a dict value, from its key's manifest node, so that saving,
-    loading and browsing (`keys()`, `arc["d/1,2"]`) name it alike: 1 -> '1', (1, 'a') -> '1,a'."""
-    if isinstance(node, dict):
-        tag = node.get("$type")
-        if tag == "int" and isinstance(node.get("hex"), str) and len(node["hex"]) <= 64:
-            try:
-                return str(int(node["hex"], 16))
-            except ValueError:
-                pass
-        elif tag == "float" and node.get("value") in ("nan", "inf", "-inf"):
-            return str(node["value"])
-        elif tag == "tuple" and isinstance(node.get("items"), list):
-            return ",".join(_node_label(item) for item in node["items"])
-        return dumps_compact(node)[:200]
-    if isinstance(node, list):
-        return dumps_compact(node)[:200]
-    return _key_label(node)
-
-
-def _key_label(key: Any) -> str:
-    """The object-path component for a dict key of any type."""
-    if isinstance(key, str):
-        return key
-    if isinstance(key, (int, float, bool)) or key is None:
-        return json.dumps(key) if not isinstance(key, float) or math.isfinite(key) else repr(key)
-    if isinstance(key, tuple):
-        return ",".join(_key_label(k) for k in key)
-    return repr(key)[:100]

@@ -18,31 +18,16 @@ after loading, as muutils does.
 from __future__ import annotations
 
 import dataclasses
-import enum
+import sys
 from typing import Any
-
-from muutils.json_serialize import SerializableDataclass
 
 from ..context import LoadContext, Node, SaveContext
 from ..errors import FieldMismatchError, SaveError
+from ..generic import GenericObject
+from ..nodes.classes import DataclassSchema, NamedTupleSchema
 from ..objpath import join_path
-from ..typeref import class_tag, registered_classes, resolve_class
+from ..typeref import class_tag, is_dataclass_class, is_namedtuple_class, registered_classes
 from .base import Handler, expect
-
-
-def is_dataclass_class(cls: type) -> bool:
-    # an Enum with a dataclass mixin is an Enum member, saved by name by the enum handler
-    return isinstance(cls, type) and dataclasses.is_dataclass(cls) and not issubclass(cls, enum.Enum)
-
-
-def is_namedtuple_class(cls: type) -> bool:
-    return (
-        isinstance(cls, type)
-        and issubclass(cls, tuple)
-        and cls is not tuple
-        and isinstance(getattr(cls, "_fields", None), tuple)
-        and callable(getattr(cls, "_make", None))
-    )
 
 
 def recorded_tag(cls: type, ctx: SaveContext) -> str:
@@ -66,7 +51,7 @@ def _registered_names() -> dict[int, list[str]]:
 def _save_field(value: Any, f: dataclasses.Field[Any], ctx: SaveContext) -> Node:
     """One field's node, after the field's serialization_fn (muutils) where it applies."""
     fn = getattr(f, "serialization_fn", None)
-    if isinstance(value, SerializableDataclass):
+    if _is_serializable_dataclass(value):
         pass  # walked by us, as muutils walks it with .serialize() rather than serialization_fn
     elif fn is not None:
         try:
@@ -81,7 +66,15 @@ def _save_field(value: Any, f: dataclasses.Field[Any], ctx: SaveContext) -> Node
     return ctx.save(value, f.name)
 
 
-class DataclassHandler(Handler):
+def _is_serializable_dataclass(value: Any) -> bool:
+    """A muutils SerializableDataclass (muutils is never imported here: such an object can only exist
+    once it is)."""
+    module = sys.modules.get("muutils.json_serialize")
+    base = getattr(module, "SerializableDataclass", None)
+    return base is not None and isinstance(value, base)
+
+
+class DataclassHandler(DataclassSchema, Handler):
     """Any dataclass instance: {"class": tag, "fields": {name: node}}."""
 
     name = "dataclass"
@@ -102,21 +95,16 @@ class DataclassHandler(Handler):
     def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
         return load_dataclass(node, ctx)
 
-    def children(self, node: dict[str, Any]) -> dict[str, Any] | None:
-        fields = node.get("fields")
-        return dict(fields) if isinstance(fields, dict) else None
-
-    def summary(self, node: dict[str, Any]) -> str:
-        return f"dataclass {node.get('class')}"
-
 
 def load_dataclass(node: dict[str, Any], ctx: LoadContext, cls: type | None = None) -> Any:
     """The dataclass instance a "dataclass" node describes, as an instance of `cls` when given
     (a caller that already knows the class, e.g. a model's declared config class)."""
     tag = node.get("class")
     if cls is None:
-        cls = resolve_class(tag, is_dataclass_class, what="dataclass", path=ctx.path_str)
+        cls = ctx.resolve_class(tag, "dataclass")
     stored = expect(node, "fields", dict, ctx)
+    if cls is None:  # unresolved="generic"
+        return GenericObject(tag, {name: ctx.load(sub, name) for name, sub in stored.items()}, "dataclass")
     known = {f.name: f for f in dataclasses.fields(cls)}
     _report_dropped(stored, known, tag, cls, ctx)
 
@@ -189,7 +177,7 @@ def _construct(cls: type, kwargs: dict[str, Any], ctx: LoadContext) -> Any:
         ) from e
 
 
-class NamedTupleHandler(Handler):
+class NamedTupleHandler(NamedTupleSchema, Handler):
     """typing.NamedTuple and collections.namedtuple instances; they come back as their class."""
 
     name = "namedtuple"
@@ -203,8 +191,10 @@ class NamedTupleHandler(Handler):
 
     def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
         tag = node.get("class")
-        cls = resolve_class(tag, is_namedtuple_class, what="named tuple", path=ctx.path_str)
+        cls = ctx.resolve_class(tag, "namedtuple")
         stored = expect(node, "fields", dict, ctx)
+        if cls is None:  # unresolved="generic"
+            return GenericObject(tag, {name: ctx.load(sub, name) for name, sub in stored.items()}, "namedtuple")
         known: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
         _report_dropped(stored, known, tag, cls, ctx)
         values = {name: ctx.load(sub, name) for name, sub in stored.items() if name in known}
@@ -212,12 +202,12 @@ class NamedTupleHandler(Handler):
         _check_required([n for n in known if n not in values and n not in defaults], tag, cls, ctx)
         return _construct(cls, values, ctx)
 
-    def children(self, node: dict[str, Any]) -> dict[str, Any] | None:
-        fields = node.get("fields")
-        return dict(fields) if isinstance(fields, dict) else None
 
-    def summary(self, node: dict[str, Any]) -> str:
-        return f"namedtuple {node.get('class')}"
-
-
-__all__ = ["DataclassHandler", "NamedTupleHandler", "load_dataclass", "recorded_tag"]
+__all__ = [
+    "DataclassHandler",
+    "NamedTupleHandler",
+    "is_dataclass_class",
+    "is_namedtuple_class",
+    "load_dataclass",
+    "recorded_tag",
+]

@@ -17,6 +17,7 @@ import numpy as np
 from ..container import npy
 from ..context import LoadContext, Node, SaveContext
 from ..errors import FormatError, SaveError
+from ..nodes.arrays import NumpyArraySchema, NumpyDtypeSchema, NumpyScalarSchema
 from .base import Handler, expect
 from .builtins import float_node, load_float
 
@@ -47,7 +48,7 @@ def _inline_data(arr: np.ndarray) -> dict[str, Any]:
     return {"base64": base64.b64encode(np.ascontiguousarray(arr).tobytes()).decode("ascii")}
 
 
-class NumpyArrayHandler(Handler):
+class NumpyArrayHandler(NumpyArraySchema, Handler):
     name = "numpy.ndarray"
 
     def accepts(self, cls: type) -> bool:
@@ -131,12 +132,8 @@ class NumpyArrayHandler(Handler):
         memo[name] = arr
         return arr
 
-    def summary(self, node: dict[str, Any]) -> str:
-        where = f" -> {node['$ref']}" if "$ref" in node else ""
-        return f"ndarray {node.get('dtype')} {node.get('shape')}{where}"
 
-
-class NumpyScalarHandler(Handler):
+class NumpyScalarHandler(NumpyScalarSchema, Handler):
     """numpy scalars keep their numpy type (np.float32(1.5) does not come back as a float)."""
 
     name = "numpy.scalar"
@@ -194,7 +191,7 @@ class NumpyScalarHandler(Handler):
             raise ctx.error(f"value does not fit {dtype.str}: {e}") from None
 
 
-class NumpyDtypeHandler(Handler):
+class NumpyDtypeHandler(NumpyDtypeSchema, Handler):
     name = "numpy.dtype"
 
     def accepts(self, cls: type) -> bool:

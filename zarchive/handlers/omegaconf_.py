@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from ..context import LoadContext, Node, SaveContext
+from ..nodes.classes import OmegaConfSchema
 from .base import Handler
 
 
@@ -35,7 +36,7 @@ def to_plain(obj: Any) -> Any:
     return oc.OmegaConf.to_container(obj, resolve=True, throw_on_missing=False)
 
 
-class OmegaConfHandler(Handler):
+class OmegaConfHandler(OmegaConfSchema, Handler):
     """DictConfig and ListConfig, saved as their resolved plain containers."""
 
     name = "omegaconf"

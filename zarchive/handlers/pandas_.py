@@ -28,6 +28,7 @@ import pandas as pd
 
 from ..context import LoadContext, Node, SaveContext
 from ..errors import SaveError
+from ..nodes.tables import PandasFrameSchema, PandasIndexSchema, PandasSeriesSchema
 from ..objpath import join_path
 from .base import Handler, expect
 from .pandas_arrays import at_child, column_values, load_values, unsupported
@@ -108,7 +109,7 @@ def _series(values: Any, index: pd.Index, name: Any) -> pd.Series:
     return pd.Series(values, index=index, name=name, copy=False)
 
 
-class PandasIndexHandler(Handler):
+class PandasIndexHandler(PandasIndexSchema, Handler):
     name = "pandas.Index"
 
     def accepts(self, cls: type) -> bool:
@@ -186,17 +187,8 @@ class PandasIndexHandler(Handler):
             raise ctx.error(f"the values make a {type(idx).__name__}, the node says {cls_name}")
         return idx
 
-    def summary(self, node: dict[str, Any]) -> str:
-        kind = node.get("kind")
-        if kind == "range":
-            return f"RangeIndex({node.get('start')}, {node.get('stop')}, {node.get('step')})"
-        if kind == "multi":
-            levels = node.get("levels")
-            return f"MultiIndex[{node.get('length')}] with {len(levels) if isinstance(levels, list) else '?'} levels"
-        return f"{node.get('class')}[{node.get('length')}] {node.get('dtype')}"
 
-
-class PandasSeriesHandler(Handler):
+class PandasSeriesHandler(PandasSeriesSchema, Handler):
     name = "pandas.Series"
 
     def accepts(self, cls: type) -> bool:
@@ -230,11 +222,8 @@ class PandasSeriesHandler(Handler):
         _load_extras(s, node, ctx)
         return s
 
-    def summary(self, node: dict[str, Any]) -> str:
-        return f"Series[{node.get('length')}] {node.get('dtype')}"
 
-
-class PandasFrameHandler(Handler):
+class PandasFrameHandler(PandasFrameSchema, Handler):
     name = "pandas.DataFrame"
 
     def accepts(self, cls: type) -> bool:
@@ -280,34 +269,3 @@ class PandasFrameHandler(Handler):
         df.columns = columns
         _load_extras(df, node, ctx)
         return df
-
-    def children(self, node: dict[str, Any]) -> dict[str, Any] | None:
-        keys, data, shape, dtypes = (node.get(k) for k in ("column_keys", "data", "shape", "dtypes"))
-        if not (isinstance(keys, list) and isinstance(data, list) and len(keys) == len(data)):
-            return None
-        if not isinstance(shape, list) or len(shape) != 2:
-            return None
-        out: dict[str, Any] = {}
-        for i, (key, col) in enumerate(zip(keys, data)):
-            if isinstance(key, str) and key not in out:
-                out[key] = {
-                    "$type": PandasSeriesHandler.name,
-                    "dtype": dtypes[i] if isinstance(dtypes, list) and i < len(dtypes) else None,
-                    "length": shape[0],
-                    "name_at": {"labels": node.get("columns"), "position": i},
-                    "index": node.get("index"),
-                    "values": col,
-                }
-                for extra in ("attrs", "allows_duplicate_labels"):  # what df.iloc[:, i] inherits
-                    if extra in node:
-                        out[key][extra] = node[extra]
-        return out
-
-    def summary(self, node: dict[str, Any]) -> str:
-        keys, dtypes, shape = (node.get(k) for k in ("column_keys", "dtypes", "shape"))
-        keys = keys if isinstance(keys, list) else []  # a listing of a malformed node must not fail
-        dtypes = dtypes if isinstance(dtypes, list) else []
-        shape = shape if isinstance(shape, list) and len(shape) == 2 else ["?", "?"]
-        cols = ", ".join(f"{k}: {t}" for k, t in list(zip(keys, dtypes))[:8])
-        more = ", ..." if len(keys) > 8 else ""
-        return f"DataFrame {shape[0]} rows x {shape[1]} columns ({cols}{more})"

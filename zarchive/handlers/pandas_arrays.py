@@ -28,6 +28,7 @@ import pandas as pd
 from pandas.api.extensions import ExtensionArray
 
 from ..context import LoadContext, Node, SaveContext
+from ..nodes.tables import PandasArraySchema
 from .base import Handler, expect
 from .pandas_scalars import check_freq, check_unit, tz_fields, tz_from
 from .pandas_text import decode_strings, encode_strings
@@ -111,7 +112,7 @@ def _mask(node: dict[str, Any], ctx: LoadContext, length: int) -> np.ndarray | N
     return _array(node["mask"], ctx, "mask", length, "b")
 
 
-class PandasArrayHandler(Handler):
+class PandasArrayHandler(PandasArraySchema, Handler):
     name = "pandas.array"
 
     def accepts(self, cls: type) -> bool:
@@ -288,10 +289,6 @@ class PandasArrayHandler(Handler):
         if dtype.storage == "python":
             return pd.arrays.StringArray(out, dtype=dtype)
         return pd.array(out, dtype=dtype)
-
-    def summary(self, node: dict[str, Any]) -> str:
-        where = f" -> {node['$ref']}" if "$ref" in node else ""
-        return f"pandas array {node.get('dtype')} [{node.get('length')}] ({node.get('layout')}){where}"
 
 
 def _uniform_missing(items: list[Any]) -> str | None:

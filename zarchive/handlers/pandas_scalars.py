@@ -16,8 +16,9 @@ import numpy as np
 import pandas as pd
 
 from ..context import LoadContext, Node, SaveContext
+from ..nodes.tables import PandasScalarSchema
 from .base import Handler, expect
-from .stdlib import _tz_fields, _tz_from
+from .stdlib import stdlib_tz_fields, stdlib_tz_from
 
 UNITS = ("s", "ms", "us", "ns")
 _TZ_KEY = re.compile(r"^[A-Za-z0-9_+\-]+(/[A-Za-z0-9_+\-]+)*$")
@@ -56,7 +57,7 @@ def tz_fields(tz: dt.tzinfo | None, ctx: SaveContext) -> dict[str, Any]:
             if _TZ_KEY.match(key):
                 return {"tz": key, "tz_lib": "dateutil"}
     else:
-        return _tz_fields(tz, ctx)
+        return stdlib_tz_fields(tz, ctx)
     raise ctx.error(f"time zone {tz!r} ({module}.{cls}) cannot be saved by name or offset")
 
 
@@ -64,7 +65,7 @@ def tz_from(node: dict[str, Any], ctx: LoadContext) -> dt.tzinfo | None:
     """The tzinfo described by a node's tz fields (None: naive)."""
     lib = node.get("tz_lib")
     if lib is None:
-        return _tz_from(node, ctx)
+        return stdlib_tz_from(node, ctx)
     if lib == "pytz":
         try:
             import pytz
@@ -119,7 +120,7 @@ def _int64_text(node: dict[str, Any], key: str, ctx: LoadContext) -> int:
     return value
 
 
-class PandasScalarHandler(Handler):
+class PandasScalarHandler(PandasScalarSchema, Handler):
     """pd.Timestamp (with its unit and zone), pd.Timedelta, pd.NaT, pd.NA and pd.Period."""
 
     name = "pandas.scalar"
@@ -172,6 +173,3 @@ class PandasScalarHandler(Handler):
             ordinal = expect(node, "ordinal", int, ctx)
             return pd.Period(ordinal=ordinal, freq=check_freq(node.get("freq"), ctx))
         raise ctx.error(f"unknown pandas scalar kind {str(kind)[:20]!r}")
-
-    def summary(self, node: dict[str, Any]) -> str:
-        return f"pandas {node.get('kind')} {node.get('iso', '')}".rstrip()

@@ -12,7 +12,10 @@ import uuid
 from typing import Any
 
 from ..context import LoadContext, Node, SaveContext
-from ..typeref import class_tag, resolve_class
+from ..generic import GenericObject
+from ..nodes.classes import EnumSchema
+from ..nodes.values import BytesSchema, ComplexSchema, DateTimeSchema, PathSchema, TextValueSchema
+from ..typeref import class_tag
 from .base import Handler, expect
 from .builtins import float_node, load_float
 
@@ -20,7 +23,7 @@ EXTERNAL_BYTES = 4096
 _TZ_KEY = re.compile(r"^[A-Za-z0-9_+\-]+(/[A-Za-z0-9_+\-]+)*$")
 
 
-class BytesHandler(Handler):
+class BytesHandler(BytesSchema, Handler):
     """bytes and bytearray: base64 inline, a `.bin` member when longer than 4 KiB."""
 
     name = "bytes"
@@ -49,7 +52,7 @@ class BytesHandler(Handler):
         return bytearray(data) if node.get("bytearray") is True else data
 
 
-class ComplexHandler(Handler):
+class ComplexHandler(ComplexSchema, Handler):
     name = "complex"
 
     def accepts(self, cls: type) -> bool:
@@ -62,7 +65,7 @@ class ComplexHandler(Handler):
         return complex(load_float(node.get("real"), ctx), load_float(node.get("imag"), ctx))
 
 
-def _tz_fields(tz: dt.tzinfo | None, ctx: SaveContext) -> dict[str, Any]:
+def stdlib_tz_fields(tz: dt.tzinfo | None, ctx: SaveContext) -> dict[str, Any]:
     if tz is None:
         return {}
     key = getattr(tz, "key", None)
@@ -79,7 +82,7 @@ def _tz_fields(tz: dt.tzinfo | None, ctx: SaveContext) -> dict[str, Any]:
     )
 
 
-def _tz_from(node: dict[str, Any], ctx: LoadContext) -> dt.tzinfo | None:
+def stdlib_tz_from(node: dict[str, Any], ctx: LoadContext) -> dt.tzinfo | None:
     if "tz" in node:
         key = expect(node, "tz", str, ctx)
         if not _TZ_KEY.match(key) or ".." in key or len(key) > 100:
@@ -100,7 +103,7 @@ def _tz_from(node: dict[str, Any], ctx: LoadContext) -> dt.tzinfo | None:
     return None
 
 
-class DateTimeHandler(Handler):
+class DateTimeHandler(DateTimeSchema, Handler):
     """datetime, date, time and timedelta, exact to the microsecond, with zoneinfo/fixed zones."""
 
     name = "datetime"
@@ -125,7 +128,7 @@ class DateTimeHandler(Handler):
             "$type": "datetime",
             "kind": "datetime" if cls is dt.datetime else "time",
             "iso": naive.isoformat(),
-            **_tz_fields(obj.tzinfo, ctx),
+            **stdlib_tz_fields(obj.tzinfo, ctx),
         }
         if obj.fold:
             node["fold"] = 1
@@ -144,9 +147,9 @@ class DateTimeHandler(Handler):
             return dt.date.fromisoformat(iso)
         fold = 1 if node.get("fold") == 1 else 0
         if kind == "datetime":
-            return dt.datetime.fromisoformat(iso).replace(tzinfo=_tz_from(node, ctx), fold=fold)
+            return dt.datetime.fromisoformat(iso).replace(tzinfo=stdlib_tz_from(node, ctx), fold=fold)
         if kind == "time":
-            return dt.time.fromisoformat(iso).replace(tzinfo=_tz_from(node, ctx), fold=fold)
+            return dt.time.fromisoformat(iso).replace(tzinfo=stdlib_tz_from(node, ctx), fold=fold)
         raise ctx.error(f"unknown datetime kind {str(kind)[:20]!r}")
 
 
@@ -158,7 +161,7 @@ _PATH_CLASSES: dict[str, type] = {
 }
 
 
-class PathHandler(Handler):
+class PathHandler(PathSchema, Handler):
     """pathlib paths; concrete paths come back as the current platform's concrete class."""
 
     name = "path"
@@ -179,7 +182,7 @@ class PathHandler(Handler):
         return _PATH_CLASSES[cname](value)
 
 
-class EnumHandler(Handler):
+class EnumHandler(EnumSchema, Handler):
     """Enum members by class and name (the class must be importable already or registered)."""
 
     name = "enum"
@@ -196,7 +199,12 @@ class EnumHandler(Handler):
         return node
 
     def load(self, node: dict[str, Any], ctx: LoadContext) -> enum.Enum:
-        cls = resolve_class(node.get("class"), lambda c: issubclass(c, enum.Enum), what="Enum", path=ctx.path_str)
+        tag = node.get("class")
+        cls = ctx.resolve_class(tag, "enum")
+        if cls is None:  # unresolved="generic": the member's recorded name (or value)
+            if "name" in node:
+                return GenericObject(tag, {"name": expect(node, "name", str, ctx)}, "enum")  # type: ignore[return-value]
+            return GenericObject(tag, {"value": ctx.load(node.get("value"), "value")}, "enum")  # type: ignore[return-value]
         if "name" in node:
             name = expect(node, "name", str, ctx)
             member = cls.__members__.get(name)  # type: ignore[attr-defined]
@@ -207,7 +215,7 @@ class EnumHandler(Handler):
         return cls(ctx.load(node.get("value"), "value"))
 
 
-class DecimalUUIDHandler(Handler):
+class DecimalUUIDHandler(TextValueSchema, Handler):
     """decimal.Decimal and uuid.UUID, by their exact string forms."""
 
     name = "text_value"

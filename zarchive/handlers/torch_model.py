@@ -20,37 +20,37 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
+from ..configured import ConfiguredModelBase
 from ..context import LoadContext, Node, SaveContext
-from ..errors import ConfigMismatchError, FormatError, UnknownTypeError
-from ..torchutil import ConfiguredModel
-from ..typeref import class_tag, resolve_class
+from ..errors import ConfigMismatchError, FormatError, UnsafeArchiveError
+from ..generic import GenericObject
+from ..nodes.classes import ConfiguredModelSchema
+from ..typeref import class_tag
 from .base import Handler, expect
-from .dataclass_ import DataclassHandler, is_dataclass_class, load_dataclass, recorded_tag
+from .build_limit import AllocationLimit
+from .dataclass_ import DataclassHandler, load_dataclass, recorded_tag
 from .meta_build import building_on_meta
 from .state_assign import assign_state_dict
 from .torch_types import dtype_from_name, dtype_name, place
-
-if TYPE_CHECKING:
-    from ..lazy import LazyArchive
 
 NAME = "torch.ConfiguredModel"
 
 
 def _is_model_class(cls: type) -> bool:
-    return isinstance(cls, type) and issubclass(cls, ConfiguredModel)
+    return isinstance(cls, type) and issubclass(cls, ConfiguredModelBase)
 
 
-class ConfiguredModelHandler(Handler):
+class ConfiguredModelHandler(ConfiguredModelSchema, Handler):
     name = NAME
 
     def accepts(self, cls: type) -> bool:
         return _is_model_class(cls)
 
-    def save(self, model: ConfiguredModel[Any], ctx: SaveContext) -> Node:
+    def save(self, model: ConfiguredModelBase[Any], ctx: SaveContext) -> Node:
         cls = type(model)
         config_class = cls._config_class
         if config_class is None:
@@ -79,15 +79,11 @@ class ConfiguredModelHandler(Handler):
             node["tensor_attributes"] = attrs
         return node
 
-    def load(self, node: dict[str, Any], ctx: LoadContext) -> ConfiguredModel[Any]:
-        cls = resolve_class(node.get("class"), _is_model_class, what="ConfiguredModel", path=ctx.path_str)
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
+        cls = ctx.resolve_class(node.get("class"), "ConfiguredModel")
+        if cls is None:  # unresolved="generic": the config (itself generic if need be) and real tensors
+            return load_generic_model(node, ctx)
         return load_model(node, ctx, cls)
-
-    def children(self, node: dict[str, Any]) -> dict[str, Any] | None:
-        return {k: node[k] for k in ("config", "state_dict") if k in node}
-
-    def summary(self, node: dict[str, Any]) -> str:
-        return f"ConfiguredModel {node.get('class')}"
 
 
 def _unsaved_buffers(model: torch.nn.Module) -> dict[str, dict[str, str]]:
@@ -116,42 +112,14 @@ def _tensor_attributes(model: torch.nn.Module) -> list[str]:
 _REAL_BUILD: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
 
 
-def read_model(arc: LazyArchive, expected: type[Any], *, map_location: Any = None, dtype: Any = None) -> Any:
-    """The model at the root of `arc`, which must be an `expected` (ConfiguredModel.read)."""
-    root = arc.manifest["root"]
-    if not (isinstance(root, dict) and root.get("$type") == NAME):
-        kind = root.get("$type", "dict") if isinstance(root, dict) else type(root).__name__
-        raise ConfigMismatchError(
-            f"the archive holds a {str(kind)[:100]!r}, not a ConfiguredModel; read it with zarchive.read"
-        )
-    cls = _model_class_for(root.get("class"), expected)
-    try:
-        resolved = resolve_class(root.get("class"), _is_model_class, what="ConfiguredModel")
-    except UnknownTypeError:
-        resolved = None
-    if resolved is cls:  # the usual case: a plain read finds the same class
-        return arc.load(map_location=map_location, dtype=dtype)
-    # a class the tag does not resolve to (a subclass, an unregistered local class): the context
-    # LazyArchive.get makes, with the class found above
-    ctx = LoadContext(arc._registry, arc._reader, arc._settings, map_location=map_location, dtype=dtype)
-    return load_model(root, ctx, cls)
-
-
-def _model_class_for(tag: Any, expected: type[Any]) -> type[Any]:
-    if expected is ConfiguredModel:
-        return resolve_class(tag, _is_model_class, what="ConfiguredModel")
-    if tag == class_tag(expected):
-        return expected
-    try:
-        found = resolve_class(tag, _is_model_class, what="ConfiguredModel")
-    except UnknownTypeError:
-        found = None
-    if found is not None and issubclass(found, expected):
-        return found
-    raise ConfigMismatchError(
-        f"the archive holds a {str(tag)[:200]} model, not a {class_tag(expected)} (if it is the same class "
-        f"under another name, zarchive.register_class({expected.__qualname__}, name={str(tag)[:200]!r}))"
-    )
+def load_generic_model(node: dict[str, Any], ctx: LoadContext) -> GenericObject:
+    """A model node read without its class: GenericObject(tag, {"config", "state_dict", "training"})."""
+    fields = {
+        "config": ctx.load(node.get("config"), "config"),
+        "state_dict": ctx.load(node.get("state_dict"), "state_dict"),
+        "training": expect(node, "training", bool, ctx),
+    }
+    return GenericObject(str(node.get("class")), fields, "ConfiguredModel")
 
 
 def load_model(node: dict[str, Any], ctx: LoadContext, cls: type[Any]) -> Any:
@@ -162,10 +130,11 @@ def load_model(node: dict[str, Any], ctx: LoadContext, cls: type[Any]) -> Any:
         raise ctx.error("the model's state_dict is not a dict with string keys")
     training = expect(node, "training", bool, ctx)
 
+    budget = 2 * _state_bytes(sd) + REAL_BUILD_MARGIN
     real_only = bool(node.get("unsaved_buffers") or node.get("tensor_attributes")) or cls in _REAL_BUILD
-    model = None if real_only else _load_on_meta(cls, config, sd, ctx)
+    model = None if real_only else _load_on_meta(cls, config, sd, ctx, budget)
     if model is None:
-        model = _load_weights(_build(cls, config, ctx, on_meta=False), sd, cls, ctx)
+        model = _load_weights(_build(cls, config, ctx, on_meta=False, budget=budget), sd, cls, ctx)
         _place_unsaved_buffers(model, node.get("unsaved_buffers"), ctx)
 
     model.train(training)
@@ -173,22 +142,34 @@ def load_model(node: dict[str, Any], ctx: LoadContext, cls: type[Any]) -> Any:
     return model
 
 
-def _load_on_meta(cls: type[Any], config: Any, sd: dict[str, Any], ctx: LoadContext) -> Any:
+def _load_on_meta(cls: type[Any], config: Any, sd: dict[str, Any], ctx: LoadContext, budget: int) -> Any:
     """The model built on meta with the loaded tensors assigned, or None where a real build is
-    needed: the class cannot be built on meta, holds state the state dict lacks, or its meta build
-    does not take the weights (a real build then decides whether they fit)."""
+    needed: the class cannot be built on meta or holds state the state dict lacks. Weights that do
+    not fit the meta build are refused (ConfigMismatchError), never tried on a real build: a config
+    that asks for more than the archive holds must not allocate it."""
     model = _build(cls, config, ctx, on_meta=True)
     if model is None:
         _REAL_BUILD[cls] = True
         return None
-    try:
-        _load_weights(model, sd, cls, ctx)
-    except ConfigMismatchError:
-        return None
+    needed = _state_bytes(dict(model.state_dict(keep_vars=True)))
+    _load_weights(model, sd, cls, ctx)
     if not _all_meta(sd) and _meta_left(model):
         _REAL_BUILD[cls] = True
+        if needed > budget:
+            raise UnsafeArchiveError(
+                f"{cls.__qualname__} built from the archive's config needs {needed:,} bytes, far more than the "
+                f"{_state_bytes(sd):,} bytes of weights the archive holds",
+                path=ctx.path_str,
+            )
         return None
     return model
+
+
+REAL_BUILD_MARGIN = 256 << 20  # bytes a real build may allocate beyond twice the archive's weights
+
+
+def _state_bytes(sd: dict[str, Any]) -> int:
+    return sum(t.numel() * t.element_size() for t in sd.values() if isinstance(t, torch.Tensor))
 
 
 def _in_path(ctx: LoadContext, key: str, fn: Callable[[], Any]) -> Any:
@@ -208,10 +189,7 @@ def _load_config(cfg_node: Any, ctx: LoadContext, cls: type[Any]) -> Any:
     tag = cfg_node.get("class")
     config_class = declared
     if tag != class_tag(declared):
-        try:
-            found = resolve_class(tag, is_dataclass_class, what="config dataclass", path=ctx.path_str)
-        except UnknownTypeError:
-            found = None
+        found = ctx.resolve_class(tag, "dataclass")
         if found is None or not issubclass(found, declared):
             raise ConfigMismatchError(
                 f"{cls.__qualname__} is configured by {class_tag(declared)}, but the archive's config is a "
@@ -222,8 +200,9 @@ def _load_config(cfg_node: Any, ctx: LoadContext, cls: type[Any]) -> Any:
     return load_dataclass(cfg_node, ctx, config_class)
 
 
-def _build(cls: type[Any], config: Any, ctx: LoadContext, *, on_meta: bool) -> Any:
-    """`cls(config)`: on the meta device (None if that cannot work for this class), or for real.
+def _build(cls: type[Any], config: Any, ctx: LoadContext, *, on_meta: bool, budget: int = 0) -> Any:
+    """`cls(config)`: on the meta device (None if that cannot work for this class), or for real,
+    allocating at most `budget` bytes of tensors (an UnsafeArchiveError past it).
     The global RNG is left as it was, so reading a model does not change later random numbers."""
     with torch.random.fork_rng(devices=[]):
         if on_meta:
@@ -236,8 +215,15 @@ def _build(cls: type[Any], config: Any, ctx: LoadContext, *, on_meta: bool) -> A
                 return None
             return model
         try:
-            return cls(config)
+            with AllocationLimit(budget) as limit:
+                return cls(config)
         except Exception as e:
+            if limit.exceeded:
+                raise UnsafeArchiveError(
+                    f"building {cls.__qualname__} from the archive's config asked for more than {budget:,} bytes "
+                    "of tensors, far more than the weights the archive holds",
+                    path=ctx.path_str,
+                ) from None
             raise ConfigMismatchError(
                 f"{cls.__qualname__}(config) failed: {type(e).__name__}: {e}", path=ctx.path_str
             ) from e
@@ -373,4 +359,4 @@ def _restore_training_flags(model: torch.nn.Module, differing: Any, ctx: LoadCon
             ctx.mismatch(f"{type(model).__qualname__} has no submodule {str(name)[:100]!r} to set training={flag}")
 
 
-__all__ = ["ConfiguredModelHandler", "load_model", "read_model"]
+__all__ = ["ConfiguredModelHandler", "load_generic_model", "load_model"]

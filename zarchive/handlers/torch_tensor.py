@@ -22,6 +22,7 @@ from ..container.npy import check_shape
 from ..container.safetensors_layout import TensorSlot, header_length, layout, parse_header
 from ..context import LoadContext, Node, SaveContext
 from ..errors import DeviceError, FormatError
+from ..nodes.arrays import TensorSchema
 from ..objpath import join_path
 from .base import Handler
 from .torch_types import ST_CODE, ST_TORCH, dtype_from_name, dtype_name, place
@@ -204,7 +205,7 @@ class _TensorTable:
                 plan.nodes.append(node)
 
 
-class TensorHandler(Handler):
+class TensorHandler(TensorSchema, Handler):
     name = "torch.Tensor"
 
     def accepts(self, cls: type) -> bool:
@@ -306,9 +307,6 @@ class TensorHandler(Handler):
             return base.view(dtype).as_strided(shape, stride, offset)
         except RuntimeError as e:
             raise ctx.error(f"tensor view outside its storage: {e}") from None
-
-    def summary(self, node: dict[str, Any]) -> str:
-        return f"tensor {node.get('dtype')} {node.get('shape')} -> {node.get('$ref')}[{node.get('key')!r}]"
 
 
 def _to_device(t: torch.Tensor, device: torch.device, node: dict[str, Any], ctx: LoadContext) -> torch.Tensor:

@@ -8,6 +8,7 @@ import torch
 
 from ..context import LoadContext, Node, SaveContext
 from ..errors import FormatError
+from ..nodes.arrays import TorchDeviceSchema, TorchDtypeSchema, TorchSizeSchema
 from .base import Handler, expect
 
 # every dtype this torch has, by its name ("float32", "bfloat16", ...)
@@ -66,7 +67,7 @@ def place(saved: Any, ctx: LoadContext) -> torch.device | None:
     return _as_device(loc, ctx)
 
 
-class TorchDeviceHandler(Handler):
+class TorchDeviceHandler(TorchDeviceSchema, Handler):
     name = "torch.device"
 
     def accepts(self, cls: type) -> bool:
@@ -79,7 +80,7 @@ class TorchDeviceHandler(Handler):
         return _as_device(expect(node, "value", str, ctx)[:64], ctx)
 
 
-class TorchDtypeHandler(Handler):
+class TorchDtypeHandler(TorchDtypeSchema, Handler):
     name = "torch.dtype"
 
     def accepts(self, cls: type) -> bool:
@@ -92,7 +93,7 @@ class TorchDtypeHandler(Handler):
         return dtype_from_name(node.get("value"), ctx)
 
 
-class TorchSizeHandler(Handler):
+class TorchSizeHandler(TorchSizeSchema, Handler):
     name = "torch.Size"
 
     def accepts(self, cls: type) -> bool:

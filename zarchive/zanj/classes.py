@@ -82,7 +82,7 @@ def resolve_dataclass(name: str, stored_fields: Iterable[str], *, path: str | No
 
 def model_candidates(name: str) -> list[type]:
     """ConfiguredModel subclasses named `name`: zarchive's first, then ZANJ's own if it is imported."""
-    from ..torchutil import ConfiguredModel
+    from ..configured import ConfiguredModelBase as ConfiguredModel
 
     ours = [c for c in registered_classes().values() if isinstance(c, type) and issubclass(c, ConfiguredModel)]
     ours += list(_subclasses(ConfiguredModel))

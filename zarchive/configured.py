@@ -1,0 +1,77 @@
+"""The ConfiguredModel contract, and nothing else: a torch module fully described by one config
+dataclass plus its state dict. This module imports only torch; saving and reading live elsewhere
+(`zarchive.torchutil.ConfiguredModel` adds `.save()` and `.read()`), so the handlers that need the
+contract do not depend on the front end that uses them.
+
+A subclass declares its config class with `@set_config_class(ConfigClass)` and takes the config as
+the first argument of `__init__`, passing it on to `super().__init__(config)`. Reading calls
+`cls(config)`, so everything else the model needs must be in the config or in its state dict.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, ClassVar, Generic, TypeVar
+
+import torch
+
+T_config = TypeVar("T_config")
+M = TypeVar("M", bound="ConfiguredModelBase[Any]")
+
+
+class ConfiguredModelBase(torch.nn.Module, Generic[T_config]):
+    """Base class for models built from a single config dataclass (see the module docstring)."""
+
+    _config_class: ClassVar[type | None] = None
+
+    def __init__(self, config: T_config) -> None:
+        super().__init__()
+        expected = type(self)._config_class
+        if expected is None:
+            raise TypeError(
+                f"{type(self).__qualname__} has no config class: decorate it with @set_config_class(YourConfig)"
+            )
+        if not isinstance(config, expected):
+            raise TypeError(
+                f"{type(self).__qualname__} takes a {expected.__qualname__} config, not a {type(config).__qualname__}"
+            )
+        self.config: T_config = config
+
+    @classmethod
+    def config_class(cls) -> type | None:
+        """The declared config dataclass (None before @set_config_class)."""
+        return cls._config_class
+
+    # names ZANJ uses, so migrated code keeps working
+    @property
+    def zanj_model_config(self) -> T_config:
+        return self.config
+
+    @property
+    def zanj_config_class(self) -> type | None:
+        return type(self)._config_class
+
+    def num_params(self, only_trainable: bool = True) -> int:
+        """The number of parameter values, each shared parameter counted once (trainable ones only
+        unless `only_trainable=False`, as in ZANJ)."""
+        return sum(p.numel() for p in self.parameters() if p.requires_grad or not only_trainable)
+
+
+def set_config_class(config_class: type) -> Callable[[type[M]], type[M]]:
+    """Class decorator declaring the config dataclass of a ConfiguredModel subclass."""
+    if not (isinstance(config_class, type) and dataclasses.is_dataclass(config_class)):
+        raise TypeError(
+            f"set_config_class needs a dataclass (e.g. a muutils SerializableDataclass), not {config_class!r}"
+        )
+
+    def wrapper(cls: type[M]) -> type[M]:
+        if not (isinstance(cls, type) and issubclass(cls, ConfiguredModelBase)):
+            raise TypeError(f"@set_config_class decorates ConfiguredModel subclasses, not {cls!r}")
+        cls._config_class = config_class
+        return cls
+
+    return wrapper
+
+
+__all__ = ["ConfiguredModelBase", "set_config_class"]

@@ -1,0 +1,119 @@
+"""Schemas of numpy and torch nodes: arrays, tensors, scalars, dtypes, devices, sizes.
+
+Planning an array or a tensor checks its dtype name and shape and records the member it reads;
+inline arrays count their bytes (element count x item size, from the dtype text alone), so a node
+asking for more than the read may allocate is refused before numpy sees it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import TYPE_CHECKING, Any
+
+from ..container.shapes import check_shape
+from .base import NodeSchema
+
+if TYPE_CHECKING:
+    from ..plan import Planner
+
+_NUMPY_DTYPE = re.compile(r"^[<>|=]?([a-zA-Z])(\d*)(\[\w+\])?$")
+_CHAR_BYTES = {"U": 4}  # numpy's unicode strings take 4 bytes a character
+MAX_DTYPE_TEXT = 64
+
+
+def numpy_itemsize(text: Any) -> int | None:
+    """The item size of a numpy dtype string such as '<f8', '|S5', '<U3', '<M8[ns]' (None: unknown
+    to this quick reading; numpy checks it when the array is built)."""
+    if not isinstance(text, str) or len(text) > MAX_DTYPE_TEXT:
+        return None
+    m = _NUMPY_DTYPE.match(text)
+    if m is None or not m.group(2):
+        return None
+    return int(m.group(2)) * _CHAR_BYTES.get(m.group(1), 1)
+
+
+class NumpyArraySchema(NodeSchema):
+    name = "numpy.ndarray"
+
+    def plan(self, node: dict[str, Any], p: Planner) -> None:
+        shape, dtype = check_shape(node.get("shape"), path=p.path_str), node.get("dtype")
+        if not isinstance(dtype, str) or len(dtype) > MAX_DTYPE_TEXT:
+            raise p.error("an array's 'dtype' must be a short string")
+        if dtype == "object":
+            items = node.get("items")
+            if not isinstance(items, (list, dict)):
+                raise p.error("an object array needs its 'items'")
+            p.visit(items, "items")
+        elif "$ref" in node:
+            p.member(node["$ref"])
+        else:
+            itemsize = numpy_itemsize(dtype)
+            p.inline_bytes(math.prod(shape) * (itemsize if itemsize is not None else 1))
+
+    def summary(self, node: dict[str, Any]) -> str:
+        where = f" -> {node['$ref']}" if "$ref" in node else ""
+        return f"ndarray {node.get('dtype')} {node.get('shape')}{where}"
+
+
+class NumpyScalarSchema(NodeSchema):
+    name = "numpy.scalar"
+
+    def plan(self, node: dict[str, Any], p: Planner) -> None:
+        if not isinstance(node.get("dtype"), str):
+            raise p.error("a numpy scalar needs its 'dtype'")
+
+
+class NumpyDtypeSchema(NodeSchema):
+    name = "numpy.dtype"
+
+    def plan(self, node: dict[str, Any], p: Planner) -> None:
+        if not isinstance(node.get("value"), str):
+            raise p.error("a numpy dtype node needs its 'value' string")
+
+
+class TensorSchema(NodeSchema):
+    """{"$ref": member, "key": entry, "dtype", "shape", "device"} (+ "view", "parameter", "requires_grad")."""
+
+    name = "torch.Tensor"
+
+    def plan(self, node: dict[str, Any], p: Planner) -> None:
+        check_shape(node.get("shape"), path=p.path_str)
+        if not isinstance(node.get("dtype"), str):
+            raise p.error(f"unknown torch dtype {str(node.get('dtype'))[:40]!r}")
+        if not isinstance(node.get("key"), str):
+            raise p.error("tensor node lacks its 'key' in the member")
+        if not isinstance(node.get("device", "cpu"), str):
+            raise p.error("a tensor's 'device' must be a string")
+        view = node.get("view")
+        if view is not None and not (isinstance(view, dict) and type(view.get("storage_offset")) is int):
+            raise p.error("bad tensor view")
+        p.member(node.get("$ref"))
+
+    def summary(self, node: dict[str, Any]) -> str:
+        return f"tensor {node.get('dtype')} {node.get('shape')} -> {node.get('$ref')}[{node.get('key')!r}]"
+
+
+class _ValueSchema(NodeSchema):
+    """{"value": a short string}"""
+
+    def plan(self, node: dict[str, Any], p: Planner) -> None:
+        if not isinstance(node.get("value"), str):
+            raise p.error(f"a {self.name!r} node needs its 'value' string")
+
+
+class TorchDeviceSchema(_ValueSchema):
+    name = "torch.device"
+
+
+class TorchDtypeSchema(_ValueSchema):
+    name = "torch.dtype"
+
+
+class TorchSizeSchema(NodeSchema):
+    name = "torch.Size"
+
+    def plan(self, node: dict[str, Any], p: Planner) -> None:
+        items = node.get("items")
+        if not (isinstance(items, list) and all(type(i) is int for i in items)):
+            raise p.error("torch.Size items must be ints")

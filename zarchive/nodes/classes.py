@@ -1,0 +1,120 @@
+"""Schemas of the nodes that name a class: dataclasses, named tuples, Enum members and
+ConfiguredModels. Planning one records its class (checked against `trusted=` and resolved before
+anything is constructed); the fields are nodes of their own."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..typeref import class_tag
+from .base import NodeSchema
+
+if TYPE_CHECKING:
+    from ..plan import Planner
+
+
+def _plan_fields(node: dict[str, Any], p: Planner) -> None:
+    fields = node.get("fields")
+    if not isinstance(fields, dict):
+        raise p.error(f"{node.get('$type')!r} node lacks its 'fields' object")
+    for name, sub in fields.items():
+        p.visit(sub, name)
+
+
+def _fields(node: dict[str, Any]) -> dict[str, Any] | None:
+    fields = node.get("fields")
+    return dict(fields) if isinstance(fields, dict) else None
+
+
+class DataclassSchema(NodeSchema):
+    """{"class": tag, "fields": {name: node}}"""
+
+    name = "dataclass"
+
+    def plan(self, node: dict[str, Any], p: Planner) -> None:
+        p.use_class(node.get("class"), "dataclass")
+        _plan_fields(node, p)
+
+    def children(self, node: dict[str, Any]) -> dict[str, Any] | None:
+        return _fields(node)
+
+    def summary(self, node: dict[str, Any]) -> str:
+        return f"dataclass {node.get('class')}"
+
+
+class NamedTupleSchema(NodeSchema):
+    name = "namedtuple"
+
+    def plan(self, node: dict[str, Any], p: Planner) -> None:
+        p.use_class(node.get("class"), "namedtuple")
+        _plan_fields(node, p)
+
+    def children(self, node: dict[str, Any]) -> dict[str, Any] | None:
+        return _fields(node)
+
+    def summary(self, node: dict[str, Any]) -> str:
+        return f"namedtuple {node.get('class')}"
+
+
+class EnumSchema(NodeSchema):
+    """{"class": tag, "name": member} or, for a combination of Flag members, {"class", "value"}."""
+
+    name = "enum"
+
+    def plan(self, node: dict[str, Any], p: Planner) -> None:
+        p.use_class(node.get("class"), "enum")
+        if "name" in node:
+            if not isinstance(node["name"], str):
+                raise p.error("an enum member's 'name' must be a string")
+        elif "value" in node:
+            p.visit(node["value"], "value")
+        else:
+            raise p.error("an 'enum' node needs 'name' or 'value'")
+
+    def summary(self, node: dict[str, Any]) -> str:
+        return f"enum {node.get('class')}.{node.get('name', '')}".rstrip(".")
+
+
+MODEL_KEYS = ("class", "config", "state_dict", "training", "training_modules", "unsaved_buffers", "tensor_attributes")
+
+
+class ConfiguredModelSchema(NodeSchema):
+    """{"class": tag, "config": dataclass node, "state_dict": dict node, "training": bool, ...}"""
+
+    name = "torch.ConfiguredModel"
+
+    def plan(self, node: dict[str, Any], p: Planner) -> None:
+        config = node.get("config")
+        if not (isinstance(config, dict) and config.get("$type") == "dataclass"):
+            raise p.error("a model's config must be a dataclass node")
+        if p.tensors == "torch":
+            cls = p.use_class(node.get("class"), "ConfiguredModel")
+            declared = getattr(cls, "_config_class", None) if cls is not None else None
+            if isinstance(declared, type) and class_tag(declared) == config.get("class"):
+                p.seed_class(class_tag(declared), "dataclass", declared)  # the model's own config class
+        else:  # tensors="numpy": the model is not built, only its config and weights are read
+            p.callable_used(str(node.get("class"))[:1000])
+        if not isinstance(node.get("training"), bool):
+            raise p.error("a model node needs a boolean 'training'")
+        for key in ("training_modules", "unsaved_buffers"):
+            if key in node and not isinstance(node[key], dict):
+                raise p.error(f"a model's {key!r} must be an object")
+        if "tensor_attributes" in node and not isinstance(node["tensor_attributes"], list):
+            raise p.error("a model's 'tensor_attributes' must be a list")
+        p.visit(config, "config")
+        p.visit(node.get("state_dict"), "state_dict")
+
+    def children(self, node: dict[str, Any]) -> dict[str, Any] | None:
+        return {k: node[k] for k in ("config", "state_dict") if k in node}
+
+    def summary(self, node: dict[str, Any]) -> str:
+        return f"ConfiguredModel {node.get('class')}"
+
+
+class OmegaConfSchema(NodeSchema):
+    """Not a node type: configs are saved as the plain values they hold."""
+
+    name = "omegaconf"
+
+    def plan(self, node: dict[str, Any], p: Planner) -> None:
+        raise p.error("'omegaconf' is not a node type: configs are stored as plain dicts and lists")

@@ -1,0 +1,331 @@
+"""Phase one of every read: the plan. Nothing is constructed and no code named by the file runs.
+
+The planner walks the manifest (and the `.jsonl` members whose lines are nodes) once, asks each
+node's schema to check it, and collects what the read would do: every class it would construct or
+call (by tag, with the object paths where each occurs), every member it would read and how many
+bytes those hold, and how many nodes there are. Then, before anything is built:
+- the limits are checked (`max_nodes`, `max_read_bytes`) against the figures the plan knows;
+- every class is checked against `trusted=` (when given) and resolved, without importing anything,
+  to a class or, with `unresolved="generic"`, to a GenericObject;
+- a node this reader does not know, in a file of a newer minor format version, is a VersionError.
+Phase two (context.LoadContext) constructs from the manifest as planned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from .errors import FormatError, UnknownTypeError, UnsafeArchiveError, UntrustedTypeError, VersionError, ZArchiveError
+from .objpath import join_path
+from .protocol import FORMAT_MAJOR, FORMAT_MINOR, FORMAT_VERSION
+from .typeref import CLASS_KINDS, class_tag, resolve_class
+
+if TYPE_CHECKING:
+    from .container.archive_reader import ArchiveReader
+    from .registry import HandlerRegistry
+
+MAX_DEPTH = 200
+DEFAULT_MAX_NODES = 20_000_000
+DEFAULT_MAX_READ_BYTES = 1 << 40  # 1 TiB: far past any model that fits a machine; lower it for untrusted files
+Unresolved = Literal["raise", "generic"]
+TensorsAs = Literal["torch", "numpy"]
+
+
+@dataclass(frozen=True)
+class ReadPolicy:
+    """What a read may construct, and how much it may read."""
+
+    trusted: frozenset[str] | None = None  # class tags; None: every resolvable class
+    given: dict[str, type] = field(default_factory=dict)  # classes passed in trusted= or as the root's class
+    unresolved: Unresolved = "raise"
+    tensors: TensorsAs = "torch"
+    max_nodes: int = DEFAULT_MAX_NODES
+    max_read_bytes: int = DEFAULT_MAX_READ_BYTES
+
+    @classmethod
+    def make(
+        cls,
+        *,
+        trusted: Iterable[type | str] | None = None,
+        unresolved: str = "raise",
+        tensors: str = "torch",
+        max_nodes: int = DEFAULT_MAX_NODES,
+        max_read_bytes: int = DEFAULT_MAX_READ_BYTES,
+    ) -> ReadPolicy:
+        if unresolved not in ("raise", "generic"):
+            raise ValueError(f"unresolved must be 'raise' or 'generic', not {unresolved!r}")
+        if tensors not in ("torch", "numpy"):
+            raise ValueError(f"tensors must be 'torch' or 'numpy', not {tensors!r}")
+        for name, v in (("max_nodes", max_nodes), ("max_read_bytes", max_read_bytes)):
+            if type(v) is not int or v <= 0:
+                raise ValueError(f"{name} must be a positive int, not {v!r}")
+        tags: set[str] | None = None
+        given: dict[str, type] = {}
+        if trusted is not None:
+            if isinstance(trusted, (str, type)):
+                trusted = [trusted]
+            tags = set()
+            for t in trusted:
+                if isinstance(t, type):
+                    tags.add(class_tag(t))
+                    given[class_tag(t)] = t
+                elif isinstance(t, str) and t.count(":") == 1:
+                    tags.add(t)
+                else:
+                    raise TypeError(f"trusted= takes classes and 'module:QualName' tags, not {t!r}")
+        return cls(
+            frozenset(tags) if tags is not None else None,
+            given,
+            unresolved,  # type: ignore[arg-type]
+            tensors,  # type: ignore[arg-type]
+            max_nodes,
+            max_read_bytes,
+        )
+
+    def with_root_class(self, cls: type) -> ReadPolicy:
+        """The same policy, reading `cls` (chosen by the caller) wherever the file names its tag."""
+        return dataclasses.replace(self, given={**self.given, class_tag(cls): cls})
+
+
+@dataclass
+class Plan:
+    """What one read will do: the classes (tag -> object paths), the members and their bytes."""
+
+    classes: dict[str, list[str]] = field(default_factory=dict)
+    resolved: dict[tuple[str, str], type | None] = field(default_factory=dict)  # None: a GenericObject
+    members: dict[str, int] = field(default_factory=dict)
+    inline_bytes: int = 0
+    nodes: int = 0
+
+    @property
+    def nbytes(self) -> int:
+        return sum(self.members.values()) + self.inline_bytes
+
+
+def file_version(reader: ArchiveReader) -> tuple[int, int]:
+    major, _, minor = str(reader.metadata.get("format_version", "1.0")).partition(".")
+    return int(major), int(minor)
+
+
+class Planner:
+    """Walks the manifest once; see the module docstring. `audit=True` collects classes without
+    resolving or refusing any (for `zarchive.audit`)."""
+
+    def __init__(
+        self, registry: HandlerRegistry, reader: ArchiveReader, policy: ReadPolicy, *, audit: bool = False
+    ) -> None:
+        self.registry = registry
+        self.reader = reader
+        self.policy = policy
+        self.audit = audit
+        self.plan = Plan()
+        self.path: list[str] = []
+        self._depth = 0
+        major, minor = file_version(reader)
+        self.version = f"{major}.{minor}"
+        self.newer = major == FORMAT_MAJOR and minor > FORMAT_MINOR
+
+    @property
+    def tensors(self) -> TensorsAs:
+        return self.policy.tensors
+
+    @property
+    def path_str(self) -> str:
+        return join_path(self.path)
+
+    def run(self, node: Any, path: list[str]) -> Plan:
+        self.path = list(path)
+        self.visit(node)
+        if self.plan.nbytes > self.policy.max_read_bytes and not self.audit:
+            raise UnsafeArchiveError(
+                f"reading this needs {self.plan.nbytes:,} bytes, over max_read_bytes={self.policy.max_read_bytes:,} "
+                "(raise it in ZArchive(max_read_bytes=...) if you trust the file)",
+                path=self.path_str,
+            )
+        return self.plan
+
+    def error(self, message: str, *, member: str | None = None) -> FormatError:
+        return FormatError(message, path=self.path_str, member=member)
+
+    # --- walking ---
+    def visit(self, node: Any, key: str | int | None = None) -> None:
+        """Check one node and everything below it."""
+        if key is not None:
+            self.path.append(str(key))
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise self.error(f"manifest nested more than {MAX_DEPTH} levels deep")
+            self.count_nodes(1)
+            if isinstance(node, (str, bool, int, float)) or node is None:
+                return
+            if isinstance(node, list):
+                for i, item in enumerate(node):
+                    self.visit(item, i)
+                return
+            if not isinstance(node, dict):
+                raise self.error(f"unexpected JSON value of type {type(node).__name__}")
+            tag = node.get("$type")
+            if tag is None:
+                if any(k.startswith("$") for k in node):
+                    raise self.error("object with '$' keys but no '$type'")
+                for k, v in node.items():
+                    self.visit(v, k)
+                return
+            self._visit_typed(tag, node)
+        finally:
+            self._depth -= 1
+            if key is not None:
+                self.path.pop()
+
+    def _visit_typed(self, tag: Any, node: dict[str, Any]) -> None:
+        schema = self.registry.schema_for(tag)
+        if schema is None:
+            if self.newer:
+                raise VersionError(
+                    f"node type {str(tag)[:100]!r} is newer than this reader (the file is format {self.version}, "
+                    f"this zarchive reads up to {FORMAT_VERSION}): upgrade zarchive to read it",
+                    path=self.path_str,
+                )
+            raise UnknownTypeError(
+                f"no handler named {str(tag)[:100]!r} (a custom handler this reader does not have: install the "
+                "package that provides it, or pass it in handlers_pre)",
+                path=self.path_str,
+            )
+        version = node.get("$version", 1)
+        mine = getattr(schema, "version", 1)
+        if type(version) is not int or version < 1:
+            raise self.error(f"bad '$version' {str(version)[:20]!r}")
+        if version > mine:
+            raise VersionError(
+                f"{tag!r} node of handler version {version}; this reader's handler is version {mine}: upgrade the "
+                "package that provides it",
+                path=self.path_str,
+            )
+        try:
+            schema.plan(node, self)
+        except ZArchiveError as e:
+            if type(e) is FormatError and self.newer:
+                raise VersionError(
+                    f"{tag!r} node in a shape this reader does not know ({e.message}); the file is format "
+                    f"{self.version}, this zarchive reads up to {FORMAT_VERSION}: upgrade zarchive to read it",
+                    path=e.path if e.path is not None else self.path_str,
+                    member=e.member,
+                ) from e
+            raise
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+            raise self.error(f"malformed {str(tag)[:60]!r} node: {type(e).__name__}: {str(e)[:200]}") from None
+
+    def walk_fields(self, node: dict[str, Any]) -> None:
+        """The default plan: every nested value of the node is a node (path: its JSON keys); '$ref' a member."""
+        for k, v in node.items():
+            if k == "$ref":
+                self.member(v)
+            elif not k.startswith("$") and isinstance(v, (dict, list)):
+                self.visit(v, k)
+
+    # --- what a node needs ---
+    def member(self, name: Any, *, expected_size: int | None = None) -> dict[str, Any]:
+        """Record that the read needs member `name`; its metadata entry."""
+        if not isinstance(name, str):
+            raise self.error(f"'$ref' must be a member name, not {type(name).__name__}")
+        entry = self.reader.member_entry(name, path=self.path_str)
+        if expected_size is not None and entry["size"] != expected_size:
+            raise UnsafeArchiveError(
+                f"the metadata declares {entry['size']} bytes, the manifest needs {expected_size}",
+                member=name,
+                path=self.path_str,
+            )
+        self.plan.members[name] = entry["size"]
+        return entry
+
+    def member_bytes(self, name: str, expected_size: int | None = None) -> memoryview:
+        """A member's decoded bytes, for nodes stored in a member (a .jsonl list of nodes)."""
+        self.member(name, expected_size=expected_size)
+        return self.reader.member_bytes(name, path=self.path_str, expected_size=expected_size)
+
+    def count_nodes(self, n: int) -> None:
+        """Nodes a schema checks without visiting each (rows of a tensor table)."""
+        self.plan.nodes += n
+        if self.plan.nodes > self.policy.max_nodes:
+            raise UnsafeArchiveError(
+                f"the manifest has more than max_nodes={self.policy.max_nodes:,} nodes "
+                "(raise it in ZArchive(max_nodes=...) if you trust the file)",
+                path=self.path_str,
+            )
+
+    def inline_bytes(self, n: int) -> None:
+        self.plan.inline_bytes += n
+
+    def callable_used(self, tag: str) -> None:
+        """A function the read will call that the file does not choose freely (a defaultdict factory
+        among the builtin types): listed by audit, always allowed."""
+        self.plan.classes.setdefault(tag, []).append(self.path_str)
+
+    def seed_class(self, tag: str, kind: str, cls: type) -> None:
+        """`tag` is `cls`, known from a class already resolved (a model's declared config class):
+        resolved without the registry and trusted with the class that declares it."""
+        self.plan.resolved.setdefault((tag, kind), cls)
+
+    def use_class(self, tag: Any, kind: str) -> type | None:
+        """The read constructs an object of the class named `tag` (a `kind` from typeref.CLASS_KINDS):
+        the class, or None for a GenericObject."""
+        if not isinstance(tag, str):
+            raise self.error(f"a {kind} node's 'class' must be a 'module:QualName' string")
+        self.plan.classes.setdefault(tag, []).append(self.path_str)
+        key = (tag, kind)
+        if key in self.plan.resolved:
+            cls = self.plan.resolved[key]
+        else:
+            cls = self._resolve(tag, kind)
+            self.plan.resolved[key] = cls
+        if cls is not None:
+            for fn_tag, fname in field_functions(cls):
+                self.plan.classes.setdefault(fn_tag, []).append(join_path([*self.path, fname]))
+        return cls
+
+    def _resolve(self, tag: str, kind: str) -> type | None:
+        what, accept = CLASS_KINDS[kind]
+        given = self.policy.given.get(tag)
+        if self.audit:
+            try:
+                return given or resolve_class(tag, accept, what=what, path=self.path_str)
+            except UnknownTypeError:
+                return None
+        trusted = self.policy.trusted
+        if trusted is not None and tag not in trusted and given is None:
+            raise UntrustedTypeError(
+                f"the file names {what} class {tag!r}, which is not in trusted= (add it, or read with "
+                "zarchive.audit first to see every class the file names)",
+                path=self.path_str,
+            )
+        if given is not None:
+            if not accept(given):
+                raise UnknownTypeError(f"{tag!r} is not a {what} class", path=self.path_str)
+            return given
+        try:
+            return resolve_class(tag, accept, what=what, path=self.path_str)
+        except UnknownTypeError as e:
+            if self.policy.unresolved == "generic":
+                return None
+            raise UnknownTypeError(
+                f"{e.message}; or read it without the class: unresolved='generic' gives a zarchive.GenericObject",
+                path=e.path,
+            ) from None
+
+
+def field_functions(cls: type) -> list[tuple[str, str]]:
+    """(tag, field name) of the functions a dataclass's fields run on reading (muutils'
+    deserialize_fn and loading_fn)."""
+    if not dataclasses.is_dataclass(cls):
+        return []
+    out = []
+    for f in dataclasses.fields(cls):
+        for attr in ("deserialize_fn", "loading_fn"):
+            fn: Callable[..., Any] | None = getattr(f, attr, None)
+            if fn is not None:
+                out.append((f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', '?')}", f.name))
+    return out
