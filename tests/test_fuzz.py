@@ -35,7 +35,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import zarchive
-from zarchive.registry import HandlerRegistry, default_handlers
+from zarchive.registry import default_handlers
 
 EXAMPLES = int(os.environ.get("ZARCHIVE_FUZZ_EXAMPLES", "100"))
 LONG_RUN = "ZARCHIVE_FUZZ_EXAMPLES" in os.environ

@@ -19,6 +19,8 @@ class GenericObject:
         self.fields = fields
 
     def __getattr__(self, name: str) -> Any:
+        if name in GenericObject.__slots__:  # not set yet (a copy being made)
+            raise AttributeError(name)
         try:
             return self.fields[name]  # generic.config.n_layers reads like the real object
         except KeyError:
@@ -43,11 +45,12 @@ class GenericObject:
 def _fields_equal(a: dict[str, Any], b: dict[str, Any]) -> bool:
     if a.keys() != b.keys():
         return False
-    for k in a:
+    for k, left in a.items():
         try:
-            same = a[k] == b[k]
+            same = left == b[k]
             if not isinstance(same, bool):
-                same = bool(getattr(same, "all", lambda: same)())
+                all_of = getattr(same, "all", None)  # arrays and tensors compare elementwise
+                same = bool(all_of()) if callable(all_of) else bool(same)
         except Exception:  # noqa: BLE001 - values without a plain truth value (tensors of other shapes)
             return False
         if not same:
