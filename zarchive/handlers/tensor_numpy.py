@@ -41,9 +41,9 @@ SAFETENSORS_CODES: dict[str, str] = {
     "float8_e4m3fnuz": "F8_E4M3FNUZ", "float8_e5m2fnuz": "F8_E5M2FNUZ",
 }  # fmt: skip
 
-# torch dtype name -> the numpy dtype with the same bytes and meaning
+# torch dtype name -> the numpy dtype with the same bytes and meaning (little-endian, as stored)
 NUMPY_DTYPES: dict[str, np.dtype[Any]] = {
-    name: np.dtype(name)
+    name: np.dtype(name).newbyteorder("<")
     for name in (
         "float64", "float32", "float16", "int64", "int32", "int16", "int8",
         "uint64", "uint32", "uint16", "uint8", "bool", "complex64", "complex128",
@@ -187,9 +187,10 @@ class NumpyTensorHandler(Handler):
 
     def load(self, node: dict[str, Any], ctx: LoadContext) -> np.ndarray[Any, Any]:
         # This runs once per tensor (5,000 times for a 5,000-tensor state dict): keep it lean.
+        # (errors raised without a path get it from ctx.load on the way out: no path_str per tensor)
         name: Any = node.get("dtype")
-        dtype = numpy_dtype(name, path=ctx.path_str)
-        shape = check_shape(node.get("shape"), path=ctx.path_str)
+        dtype = numpy_dtype(name)
+        shape = check_shape(node.get("shape"))
         view = node.get("view")
         memo: dict[tuple[Any, ...], np.ndarray[Any, Any]] = ctx.state("numpy.memo", dict)
         # dtype and shape belong in the key: views of one storage can share offset and strides
@@ -234,7 +235,7 @@ class NumpyTensorHandler(Handler):
                 )
             return np.frombuffer(self._bytes(ref, slot, ctx), dtype=dtype).reshape(shape)
         if not isinstance(view, dict) or slot.dtype != "U8":
-            raise ctx.error("bad tensor view")
+            raise ctx.error("bad tensor view", member=ref)
         offset, stride = view.get("storage_offset"), view.get("stride")
         if (
             type(offset) is not int
@@ -243,10 +244,10 @@ class NumpyTensorHandler(Handler):
             or len(stride) != len(shape)
             or not all(type(s) is int and s >= 0 for s in stride)
         ):
-            raise ctx.error("bad tensor view")
+            raise ctx.error("bad tensor view", member=ref)
         data = self._bytes(ref, slot, ctx)
         if data.nbytes % dtype.itemsize:
-            raise ctx.error("shared storage size is not a multiple of the element size")
+            raise ctx.error("shared storage size is not a multiple of the element size", member=ref)
         size = data.nbytes // dtype.itemsize
         if 0 in shape:
             return np.frombuffer(data, dtype=dtype)[:0].reshape(shape)
@@ -254,7 +255,8 @@ class NumpyTensorHandler(Handler):
         if last >= size:
             raise ctx.error(
                 f"tensor view outside its storage: shape {list(shape)}, stride {stride}, offset {offset} "
-                f"reach element {last} of {size}"
+                f"reach element {last} of {size}",
+                member=ref,
             )
         # (numpy's as_strided would do, but its __array_interface__ route fails on some ml_dtypes types)
         strides = tuple(s * dtype.itemsize for s in stride)
