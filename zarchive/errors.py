@@ -90,3 +90,8 @@ class FieldMismatchError(ZArchiveError, ValueError):
 
 class DeviceError(ZArchiveError, RuntimeError):
     """A tensor cannot be placed on the device asked for (e.g. CUDA on a machine without it)."""
+
+
+class UnsupportedDtypeError(ZArchiveError, TypeError):
+    """A tensor's dtype cannot be read as the kind of array asked for (e.g. bfloat16 as a numpy array
+    without the ml_dtypes package, or a sub-byte integer dtype numpy has no type for)."""
