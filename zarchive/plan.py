@@ -206,7 +206,12 @@ class Planner:
                 path=self.path_str,
             )
         try:
-            schema.plan(node, self)
+            try:
+                schema.plan(node, self)
+            except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+                if isinstance(e, ZArchiveError):
+                    raise
+                raise self.error(f"malformed {str(tag)[:60]!r} node: {type(e).__name__}: {str(e)[:200]}") from None
         except ZArchiveError as e:
             if type(e) is FormatError and self.newer:
                 raise VersionError(
@@ -216,8 +221,6 @@ class Planner:
                     member=e.member,
                 ) from e
             raise
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
-            raise self.error(f"malformed {str(tag)[:60]!r} node: {type(e).__name__}: {str(e)[:200]}") from None
 
     def walk_fields(self, node: dict[str, Any]) -> None:
         """The default plan: every nested value of the node is a node (path: its JSON keys); '$ref' a member."""

@@ -89,14 +89,13 @@ def for_read(setting: bool | None, arc: Any, target: Any) -> Bar | None:
     member the metadata lists but the manifest (read when it was opened)."""
     if not might_show(setting):
         return None
-    reader = getattr(arc, "_reader", None)
-    table = getattr(reader, "metadata", {}).get("members") if reader is not None else None
-    if not isinstance(table, Mapping) or not hasattr(reader, "on_read"):
-        return None  # not a zarchive reader (e.g. a ZANJ file opened for reading)
+    table = arc.members
+    if not isinstance(table, Mapping):
+        return None
     from .container.archive_writer import MANIFEST_NAME
 
-    total = sum(int(e.get("size", 0)) for name, e in table.items() if name != MANIFEST_NAME)
+    total = sum(int(e.get("size", 0)) for name, e in table.items() if name != MANIFEST_NAME and isinstance(e, Mapping))
     bar = _start(setting, total, f"reading {_label(target)}")
     if bar is not None:
-        reader.on_read = bar.advance
+        arc.on_read = bar.advance  # every opened archive (zarchive or ZANJ) calls it per member read
     return bar

@@ -21,7 +21,6 @@ import sys
 import threading
 import warnings
 from collections.abc import Iterable, Sequence
-from importlib import metadata as importlib_metadata
 from typing import Any
 
 from .errors import UnknownTypeError
@@ -90,8 +89,10 @@ def _entry_point_table() -> dict[str, Any]:
     global _entry_points
     with _global_lock:
         if _entry_points is None:
+            from importlib import metadata  # (tens of milliseconds: only once a read or save needs it)
+
             found: dict[str, Any] = {}
-            for ep in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP):
+            for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
                 found.setdefault(ep.name, ep)
             _entry_points = found
         return _entry_points

@@ -4,6 +4,7 @@
     zarchive show run.zarc model         the object tree (or the part under one object path)
     zarchive meta run.zarc               versions, compression, creation time, totals
     zarchive cat run.zarc metrics        one value: a table's head, an array's statistics, a string
+    zarchive audit run.zarc              every class reading it would construct, and where
     zarchive verify run.zarc             check every checksum (exit 0 intact, 1 damaged, 2 unreadable)
     zarchive extract run.zarc out/       unpack members as plain files
     zarchive convert old.zanj new.zarc   from ZANJ / safetensors / torch.save, or to safetensors
@@ -43,6 +44,10 @@ _EXAMPLES = {
   zarchive cat run.zarc model/state_dict/fc.weight     dtype, shape, statistics and a few values
   zarchive cat run.zarc notes                          a string, as it is
   zarchive cat --import mypkg.models run.zarc model    import the module defining a class first""",
+    "audit": """examples:
+  zarchive audit run.zarc          each class the file names (module:QualName) and its object paths
+  zarchive audit --json run.zarc   the same as JSON
+Nothing is imported or constructed: pass the classes you accept to zarchive.read(..., trusted=[...]).""",
     "verify": """examples:
   zarchive verify run.zarc && echo intact
 exit status: 0 intact, 1 damaged (each damaged member is printed), 2 not readable as an archive""",
@@ -74,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="zarchive",
         description="Look inside, check, unpack and convert zarchive (.zarc) files; ZANJ files can be read too.",
         epilog="examples:\n"
-        + "\n".join("  " + line.strip() for line in __doc__.splitlines()[2:9])
+        + "\n".join("  " + line.strip() for line in __doc__.splitlines()[2:10])
         + "\n\n'zarchive COMMAND --help' shows each command's options and examples.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -108,6 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--import", dest="imports", action="append", metavar="MODULE",
                    help="import MODULE first (to read classes it defines); repeatable")  # fmt: skip
     p.set_defaults(func=cat.cmd_cat)
+
+    p = _sub(subs, "audit", "list every class that reading the archive would construct or call")
+    p.add_argument("path", help="the archive")
+    p.add_argument("objpath", nargs="?", default="", help="only the part below this object path")
+    p.add_argument("--json", action="store_true", help="print JSON: {tag: [object paths]}")
+    p.set_defaults(func=browse.cmd_audit)
 
     p = _sub(subs, "verify", "check every member against its checksums")
     p.add_argument("path", help="the archive")

@@ -43,9 +43,8 @@ def _member_table(arc: Any) -> dict[str, dict[str, Any]]:
     """Every member of the zip with codec and sizes (metadata.json too, which lists the others)."""
     table = dict(arc.members)
     if not is_zanj(arc):
-        info = arc._reader.zip.members.get("metadata.json")
-        if info is not None:
-            table["metadata.json"] = {"codec": "none", "size": info.size, "stored_size": info.size}
+        size = arc.member_size("metadata.json")
+        table["metadata.json"] = {"codec": "none", "size": size, "stored_size": size}
     return table
 
 
@@ -212,3 +211,18 @@ def _zanj_meta_rows(meta: dict[str, Any]) -> list[tuple[str, str]]:
     if isinstance(externals, dict):
         rows.append(("externals", f"{len(externals)} (.npy arrays and .jsonl lists/tables)"))
     return rows
+
+
+def cmd_audit(args: Any) -> int:
+    """Every class the archive would construct or call when read, with its object paths."""
+    with open_archive(args.path) as arc:
+        found = arc.audit(join_path(split_path(args.objpath)))
+    if args.json:
+        print(json.dumps(found, indent=2))
+        return EXIT_OK
+    if not found:
+        print("no classes: reading builds only built-in types")
+    for tag, paths in found.items():
+        shown = ", ".join(show_path(p) for p in paths[:8]) + (f" and {len(paths) - 8} more" if len(paths) > 8 else "")
+        print(f"{tag}\n    at {shown}")
+    return EXIT_OK

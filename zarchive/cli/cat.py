@@ -7,13 +7,16 @@ strings and numbers as they are; containers are summarised from the manifest wit
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
-
-import numpy as np
+import sys
+from typing import TYPE_CHECKING, Any
 
 from ..errors import MemberNotFoundError
+from ..generic import GenericObject
 from ..objpath import join_path, split_path
 from .common import EXIT_OK, CliError, children, describe, open_archive, show_path
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _CONTAINER_TAGS = frozenset({"dict", "tuple", "set"})
 MAX_REPR = 2000
@@ -21,7 +24,7 @@ MAX_REPR = 2000
 
 def cmd_cat(args: Any) -> int:
     objpath = join_path(split_path(args.objpath))
-    with open_archive(args.path) as arc:
+    with open_archive(args.path, unresolved="generic") as arc:  # a class not importable here: its fields
         try:
             node = arc.node(objpath)
         except MemberNotFoundError as e:
@@ -59,26 +62,28 @@ def _container_lines(arc: Any, node: Any, rows: int) -> list[str]:
 
 def render(value: Any, rows: int = 10) -> list[str]:
     """Readable lines for a loaded value."""
-    import pandas as pd
-    import torch
+    import numpy as np  # (only for printing a value: listings and --help do not need it)
 
-    if isinstance(value, pd.DataFrame):
+    pd = sys.modules.get("pandas")  # a table or a tensor exists only if its library was imported to read it
+    torch = sys.modules.get("torch")
+
+    if pd is not None and isinstance(value, pd.DataFrame):
         head = value.head(rows).to_string() if len(value.columns) else "(no columns)"
         lines = [f"DataFrame: {len(value)} rows x {len(value.columns)} columns", head]
         if len(value) > rows:
             lines.append(f"... {len(value) - rows} more rows (raise --rows to see them)")
         return lines
-    if isinstance(value, pd.Series):
+    if pd is not None and isinstance(value, pd.Series):
         lines = [f"Series {value.name!r}: {len(value)} values, dtype {value.dtype}", value.head(rows).to_string()]
         return lines
-    if isinstance(value, torch.nn.Module):
+    if torch is not None and isinstance(value, torch.nn.Module):
         n = sum(p.numel() for p in value.parameters())
         cfg = getattr(value, "config", None)
         lines = [f"{type(value).__qualname__}: {n:,} parameters"]
         if cfg is not None:
             lines.append(f"config: {_short(cfg)}")
         return lines + str(value).splitlines()
-    if isinstance(value, torch.Tensor):
+    if torch is not None and isinstance(value, torch.Tensor):
         return _tensor_lines(value)
     if isinstance(value, np.ndarray):
         return [f"ndarray {value.dtype} shape {list(value.shape)}", *_stats_lines(value)]
@@ -91,6 +96,9 @@ def render(value: Any, rows: int = 10) -> list[str]:
             f"{type(value).__name__}: {len(value)} bytes",
             value[:64].hex(" ") + (" ..." if len(value) > 64 else ""),
         ]
+    if isinstance(value, GenericObject):
+        lines = [f"{value.tag} ({value.kind}; its class is not imported here: --import MODULE builds it)"]
+        return lines + [f"  {k}: {_short(v)}" for k, v in value.fields.items()]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         lines = [f"{type(value).__qualname__} (dataclass)"]
         lines += [f"  {f.name}: {_short(getattr(value, f.name, None))}" for f in dataclasses.fields(value)]
@@ -129,6 +137,8 @@ def _tensor_lines(t: Any) -> list[str]:
 
 
 def _stats_lines(arr: np.ndarray) -> list[str]:
+    import numpy as np
+
     lines: list[str] = []
     if arr.size and arr.dtype.kind in "biuf":
         flat = arr.reshape(-1)

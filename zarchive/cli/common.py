@@ -106,7 +106,7 @@ def describe(arc: Any, node: Any) -> str:
     elif isinstance(node, dict) and "$type" in node:
         tag = node["$type"]
         try:
-            text = arc._registry.for_tag(tag).summary(node)  # LazyArchive's handler chain
+            text = arc.describe(node)
         except UnknownTypeError:
             return f"{str(tag)[:80]} (a type this zarchive does not know)"
         nbytes = _nbytes(node)
@@ -137,18 +137,13 @@ def _nbytes(node: dict[str, Any]) -> int | None:
 
 def _itemsize(dtype: str, tag: Any) -> int | None:
     if tag == "torch.Tensor":
-        from ..handlers.torch_types import DTYPES
+        from ..nodes.arrays import TORCH_ITEMSIZE  # never torch itself: listings do not import it
 
-        t = DTYPES.get(dtype)
-        return t.itemsize if t is not None else None
+        return TORCH_ITEMSIZE.get(dtype)
     if tag == "numpy.ndarray":
-        import numpy as np
+        from ..nodes.arrays import numpy_itemsize
 
-        try:
-            d = np.dtype(dtype)
-        except TypeError:
-            return None
-        return None if d.hasobject else d.itemsize
+        return numpy_itemsize(dtype)
     return None
 
 

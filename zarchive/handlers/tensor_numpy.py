@@ -23,6 +23,7 @@ import numpy as np
 from ..container.npy import check_shape
 from ..container.safetensors_layout import TensorSlot, header_length, parse_header
 from ..errors import DeviceError, FormatError, UnsupportedDtypeError
+from ..nodes.arrays import TensorSchema
 from .base import Handler
 
 if TYPE_CHECKING:
@@ -174,7 +175,7 @@ def _header_bytes(name: str, size: int, codec: str, ctx: LoadContext) -> memoryv
 # --- the handler ---
 
 
-class NumpyTensorHandler(Handler):
+class NumpyTensorHandler(TensorSchema, Handler):
     """Loads `torch.Tensor` nodes as numpy arrays; saves nothing (put it before the torch handler)."""
 
     name = TENSOR_TAG
@@ -267,6 +268,3 @@ class NumpyTensorHandler(Handler):
         """The slot's bytes, writable and this load's own (the same buffer for the same slot, so
         arrays over one storage share memory)."""
         return ctx.member_range(ref, slot.begin, slot.end, slot.key)
-
-    def summary(self, node: dict[str, Any]) -> str:
-        return f"tensor {node.get('dtype')} {node.get('shape')} -> {node.get('$ref')}[{node.get('key')!r}]"

@@ -27,7 +27,6 @@ import torch
 from ..configured import ConfiguredModelBase
 from ..context import LoadContext, Node, SaveContext
 from ..errors import ConfigMismatchError, FormatError, UnsafeArchiveError
-from ..generic import GenericObject
 from ..nodes.classes import ConfiguredModelSchema
 from ..typeref import class_tag
 from .base import Handler, expect
@@ -35,6 +34,7 @@ from .build_limit import AllocationLimit
 from .dataclass_ import DataclassHandler, load_dataclass, recorded_tag
 from .meta_build import building_on_meta
 from .state_assign import assign_state_dict
+from .torch_free import ModelAsGeneric
 from .torch_types import dtype_from_name, dtype_name, place
 
 NAME = "torch.ConfiguredModel"
@@ -82,7 +82,7 @@ class ConfiguredModelHandler(ConfiguredModelSchema, Handler):
     def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
         cls = ctx.resolve_class(node.get("class"), "ConfiguredModel")
         if cls is None:  # unresolved="generic": the config (itself generic if need be) and real tensors
-            return load_generic_model(node, ctx)
+            return ModelAsGeneric().load(node, ctx)
         return load_model(node, ctx, cls)
 
 
@@ -110,16 +110,6 @@ def _tensor_attributes(model: torch.nn.Module) -> list[str]:
 # classes seen to need a real build in this process (non-persistent buffers, tensor attributes, an
 # __init__ that cannot run on meta), so the meta attempt is not repeated for them
 _REAL_BUILD: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
-
-
-def load_generic_model(node: dict[str, Any], ctx: LoadContext) -> GenericObject:
-    """A model node read without its class: GenericObject(tag, {"config", "state_dict", "training"})."""
-    fields = {
-        "config": ctx.load(node.get("config"), "config"),
-        "state_dict": ctx.load(node.get("state_dict"), "state_dict"),
-        "training": expect(node, "training", bool, ctx),
-    }
-    return GenericObject(str(node.get("class")), fields, "ConfiguredModel")
 
 
 def load_model(node: dict[str, Any], ctx: LoadContext, cls: type[Any]) -> Any:
@@ -359,4 +349,4 @@ def _restore_training_flags(model: torch.nn.Module, differing: Any, ctx: LoadCon
             ctx.mismatch(f"{type(model).__qualname__} has no submodule {str(name)[:100]!r} to set training={flag}")
 
 
-__all__ = ["ConfiguredModelHandler", "load_generic_model", "load_model"]
+__all__ = ["ConfiguredModelHandler", "load_model"]

@@ -243,7 +243,15 @@ class TensorHandler(TensorSchema, Handler):
         view = node.get("view")
         parameter, requires_grad = node.get("parameter") is True, node.get("requires_grad") is True
         memo: dict[tuple[Any, ...], torch.Tensor] = ctx.state("torch.memo", dict)
-        memo_key = (node.get("$ref"), node.get("key"), None if view is None else repr(view), parameter, requires_grad)
+        memo_key = (
+            node.get("$ref"),
+            node.get("key"),
+            None if view is None else repr(view),
+            dtype,
+            shape,
+            parameter,
+            requires_grad,
+        )
         t = memo.get(memo_key)
         if t is not None:
             return t

@@ -33,6 +33,16 @@ def numpy_itemsize(text: Any) -> int | None:
     return int(m.group(2)) * _CHAR_BYTES.get(m.group(1), 1)
 
 
+# bytes per element of every torch dtype a manifest can name (sub-byte types take a byte each)
+TORCH_ITEMSIZE: dict[str, int] = {
+    "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "complex128": 16, "complex64": 8, "complex32": 4,
+    "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint64": 8, "uint32": 4, "uint16": 2, "uint8": 1, "bool": 1,
+    "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1, "float8_e8m0fnu": 1,
+    "float4_e2m1fn_x2": 1, "bits8": 1, "bits16": 2, "bits1x8": 1, "bits2x4": 1, "bits4x2": 1,
+    **{f"int{n}": 1 for n in range(1, 8)}, **{f"uint{n}": 1 for n in range(1, 8)},
+}  # fmt: skip
+
+
 class NumpyArraySchema(NodeSchema):
     name = "numpy.ndarray"
 

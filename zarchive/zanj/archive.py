@@ -9,13 +9,14 @@ when a value needs them.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
 from ..browse import TreeBrowser
 from ..container.source import ByteSource
-from ..errors import FormatError
-from ..objpath import split_path
+from ..errors import FormatError, MemberNotFoundError
+from ..objpath import join_path, split_path
 from ..options import ErrorMode
 from .container import MAIN_NAME, META_NAME, ZanjZip
 from .loader import FORMAT_KEY, REF_KEY, ZanjLoader, fields_of, node_kind
@@ -51,9 +52,20 @@ class ZanjArchive(TreeBrowser):
         self._unknown = unknown
 
     @property
-    def _reader(self) -> ZanjZip:
-        """The member reader (`zarchive.read` hooks its progress bar onto `_reader.on_read`)."""
-        return self._zip
+    def on_read(self) -> Callable[[str, int], None] | None:
+        """Called with (member, bytes) for every member read (progress bars)."""
+        return self._zip.on_read
+
+    @on_read.setter
+    def on_read(self, fn: Callable[[str, int], None] | None) -> None:
+        self._zip.on_read = fn
+
+    def member_size(self, name: str) -> int:
+        """The stored size of a zip member."""
+        info = self._zip.members.get(name)
+        if info is None:
+            raise MemberNotFoundError("no such member", member=str(name)[:200])
+        return int(info.compress_size)
 
     # --- what is in it ---
     @property
@@ -102,6 +114,20 @@ class ZanjArchive(TreeBrowser):
 
     def load(self, *, map_location: Any = None, dtype: Any = None) -> Any:
         return self.get("", map_location=map_location, dtype=dtype)
+
+    def audit(self, path: str = "") -> dict[str, list[str]]:
+        """The classes reading `path` would construct, by the name ZANJ recorded ('Config(SerializableDataclass)',
+        a model's class), with their object paths; nothing is loaded or resolved."""
+        found: dict[str, list[str]] = {}
+        todo: list[tuple[Any, list[str]]] = [(self.node(path), split_path(path))]
+        while todo:
+            node, where = todo.pop()
+            if node_kind(node) in ("dataclass", "model"):
+                found.setdefault(str(node.get(FORMAT_KEY))[:200], []).append(join_path(where))
+            kids = self.children(node) if len(where) < 200 else None
+            for key, child in reversed(list((kids or {}).items())):
+                todo.append((child, [*where, key]))
+        return found
 
     def verify(self) -> list[tuple[str, str]]:
         """Inflate every member and check it against its zip CRC: [(member, problem), ...]."""
