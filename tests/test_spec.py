@@ -298,3 +298,13 @@ def test_spec_documents_every_handler() -> None:
     assert not missing, f"spec/*.md does not document: {missing}"
     documented = set(re.findall(r"^\| `([a-zA-Z_.]+)` \|", text, flags=re.MULTILINE))
     assert {h.name for h in default_handlers()} - NOT_NODE_TYPES <= documented, "every node type needs a table row"
+
+
+def test_spec_and_schemas_name_the_current_format_version() -> None:
+    """The spec's title and each schema's title name zarchive.protocol.FORMAT_VERSION."""
+    from zarchive.protocol import FORMAT_VERSION
+
+    title = (SPEC / "README.md").read_text(encoding="utf-8").splitlines()[0]
+    assert title == f"# The zarchive format, version {FORMAT_VERSION}"
+    for validator in (MANIFEST, METADATA):
+        assert f"format {FORMAT_VERSION} " in validator.schema["title"], validator.schema["title"]

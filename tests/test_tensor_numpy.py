@@ -500,10 +500,5 @@ def test_reading_modules_do_not_import_torch(tmp_path: Path) -> None:
     _run_child(tmp_path, _BYPASS_PACKAGE_INITS.format(root=str(pkg), handlers=str(pkg / "handlers")))
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="zarchive/__init__.py imports .api, whose `from .handlers.base import Handler` runs "
-    "zarchive/handlers/__init__.py, which imports .torch_model (import torch); being reworked",
-)
 def test_reading_does_not_import_torch(tmp_path: Path) -> None:
     _run_child(tmp_path, "import json")

@@ -116,8 +116,7 @@ def _write_zstd(zw: ZipWriter, m: MemberPlan, level: int) -> dict[str, Any]:
     for p in parts:
         content_crc = crc32(p, content_crc)
         writer.write(p)
-    writer.flush(codecs.zstandard.FLUSH_FRAME)
-    writer.close()
+    writer.close()  # ends the one frame; a flush(FLUSH_FRAME) before it would add a second, empty frame
     entry = sink.close()
     return {
         "codec": "zstd",
