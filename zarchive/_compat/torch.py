@@ -166,11 +166,13 @@ def _check_load_hooks() -> Callable[..., Any] | None:
         ("_load_state_dict_pre_hooks", m.register_load_state_dict_pre_hook),
         ("_load_state_dict_post_hooks", m.register_load_state_dict_post_hook),
     ):
-        if not isinstance(getattr(m, attr), dict) or not _hook_seen(lambda a=attr: getattr(m, a), register):
+        if not isinstance(getattr(m, attr), dict) or not _hook_seen(functools.partial(getattr, m, attr), register):
             return None
     for attr, registrar in zip(_GLOBAL_HOOK_DICTS, _GLOBAL_HOOK_REGISTRARS):
         register = getattr(_module, registrar)
-        if not isinstance(getattr(_module, attr), dict) or not _hook_seen(lambda a=attr: getattr(_module, a), register):
+        if not isinstance(getattr(_module, attr), dict) or not _hook_seen(
+            functools.partial(getattr, _module, attr), register
+        ):
             return None
     return base  # type: ignore[no-any-return]
 
@@ -234,7 +236,7 @@ def _make_device_mode_class(
     constructors: Collection[Any],
     intercept: Callable[[Any, Any, dict[str, Any]], Any],
     run: object,
-) -> type[TorchFunctionMode]:
+) -> Callable[[Any], TorchFunctionMode]:
     class DeviceModeWithIntercept(base):  # type: ignore[valid-type,misc]
         """`torch.device(device)` as a context, and `intercept(func, args, kwargs)` asked first: its
         result is returned unless it is `run`, in which case the call runs."""
@@ -257,14 +259,14 @@ def _make_device_mode_class(
 @functools.cache
 def _device_mode_class(
     intercept: Callable[[Any, Any, dict[str, Any]], Any], run: object
-) -> type[TorchFunctionMode] | None:
+) -> Callable[[Any], TorchFunctionMode] | None:
     found = _DEVICE_CONTEXT.get()
     return None if found is None else _make_device_mode_class(found[0], found[1], intercept, run)
 
 
 def device_mode_class(
     intercept: Callable[[Any, Any, dict[str, Any]], Any], run: object
-) -> type[TorchFunctionMode] | None:
+) -> Callable[[Any], TorchFunctionMode] | None:
     """A class whose instances, made with a device, are `torch.device(device)` as a context and an
     extra torch-function mode in one mode layer: every torch call is first given to
     `intercept(func, args, kwargs)`, whose result is returned unless it is `run`. None when torch's
