@@ -43,7 +43,7 @@ from typing import Any, Generic, TypeVar
 T = TypeVar("T")
 
 _PROBES: dict[str, Probe[Any]] = {}
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()  # re-entrant: a check may use another probe
 
 
 class Probe(Generic[T]):
