@@ -24,11 +24,14 @@ from __future__ import annotations
 
 import argparse
 import copy
+import inspect
 import os
 import sys
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
+from ._compat import lightning as lightning_compat
 from .api import ZArchive
 from .remote import exists, remove
 from .typeref import class_tag
@@ -95,23 +98,74 @@ def load_from_checkpoint(
 ) -> Any:
     """`cls.load_from_checkpoint(path, **kwargs)` for a LightningModule or LightningDataModule whose
     checkpoint is a zarchive: the class is built from the saved hyperparameters (updated by kwargs)."""
-    saving = _saving_module(cls)
+    namespace = _namespace(cls)
     checkpoint = (checkpoint_io or ZArchiveCheckpointIO()).load_checkpoint(path, map_location=map_location)
-    checkpoint.setdefault(cls.CHECKPOINT_HYPER_PARAMS_KEY, {})
-    checkpoint[cls.CHECKPOINT_HYPER_PARAMS_KEY].update(kwargs)
+    checkpoint.setdefault(cls.CHECKPOINT_HYPER_PARAMS_KEY, {})  # type: ignore[attr-defined]
+    checkpoint[cls.CHECKPOINT_HYPER_PARAMS_KEY].update(kwargs)  # type: ignore[attr-defined]
+    load_state = lightning_compat.load_state(namespace)  # Lightning's own, or None: the public way
+    if load_state is None:
+        return _load_state_publicly(namespace, cls, checkpoint, strict, **kwargs)
     if _is_datamodule(cls):
-        return saving._load_state(cls, checkpoint, **kwargs)
-    return saving._load_state(cls, checkpoint, strict=strict, **kwargs)
+        return load_state(cls, checkpoint, **kwargs)
+    return load_state(cls, checkpoint, strict=strict, **kwargs)
 
 
-def _saving_module(cls: type) -> Any:
-    for name in ("lightning.pytorch", "pytorch_lightning"):
+def _namespace(cls: type) -> str:
+    """The Lightning package (`lightning.pytorch` or `pytorch_lightning`) whose classes `cls` extends."""
+    for name in lightning_compat.NAMESPACES:
         pkg = sys.modules.get(name)
         if pkg is not None and (issubclass(cls, pkg.LightningModule) or issubclass(cls, pkg.LightningDataModule)):
-            import importlib
-
-            return importlib.import_module(name + ".core.saving")  # a fixed name, not one read from a file
+            return name
     raise TypeError(f"{cls!r} is not a LightningModule or LightningDataModule")
+
+
+def _load_state_publicly(
+    namespace: str, cls: type, checkpoint: dict[str, Any], strict: bool | None, **kwargs: Any
+) -> Any:
+    """What Lightning's `_load_state` does, with public API only (used when that function is missing
+    or takes other arguments): `cls` built from the saved hyperparameters (updated by kwargs), then
+    the datamodule's state or the module's on_load_checkpoint and state dict. Differences: a
+    checkpoint naming an `_instantiator` is refused, and an explicit `strict` wins over the module's
+    `strict_loading` without a conflict check."""
+    pkg = sys.modules[namespace]
+    init = inspect.signature(cls.__init__).parameters  # type: ignore[misc]
+    named = [p.name for p in list(init.values())[1:] if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    any_keyword = any(p.kind == p.VAR_KEYWORD for p in init.values())
+    loaded: dict[str, Any] = {}
+    if cls.CHECKPOINT_HYPER_PARAMS_KEY in checkpoint:  # type: ignore[attr-defined]
+        if issubclass(cls, pkg.LightningModule):
+            for old_key in ("hparams", "module_arguments"):  # keys of Lightning 0.7
+                loaded.update(checkpoint.get(old_key, {}))
+        loaded.update(checkpoint.get(cls.CHECKPOINT_HYPER_PARAMS_KEY, {}))  # type: ignore[attr-defined]
+        hparams_type = checkpoint.get(cls.CHECKPOINT_HYPER_PARAMS_TYPE)  # type: ignore[attr-defined]
+        if hparams_type:
+            loaded = (pkg.utilities.AttributeDict if isinstance(hparams_type, str) else hparams_type)(loaded)
+        args_name = checkpoint.get(cls.CHECKPOINT_HYPER_PARAMS_NAME)  # type: ignore[attr-defined]
+        if args_name and args_name in named:
+            loaded = {args_name: loaded}
+    init_kwargs = {**loaded, **kwargs}
+    if "_instantiator" in init_kwargs:
+        raise ValueError(
+            "this checkpoint names an instantiator, which only Lightning's own loader can apply, and this "
+            "Lightning version's loader is not one zarchive knows"
+        )
+    if not any_keyword:
+        init_kwargs = {k: v for k, v in init_kwargs.items() if k in named}
+    obj = cls(**init_kwargs)
+    if isinstance(obj, pkg.LightningDataModule):
+        if type(obj).__qualname__ in checkpoint:
+            obj.load_state_dict(checkpoint[type(obj).__qualname__])
+        return obj
+    strict = obj.strict_loading if strict is None else strict
+    if type(obj).configure_model is not pkg.LightningModule.configure_model:
+        obj.configure_model()
+    obj.on_load_checkpoint(checkpoint)
+    keys = obj.load_state_dict(checkpoint["state_dict"], strict=strict)
+    if not strict and keys.missing_keys:
+        warnings.warn(f"Found keys that are in the model state dict but not in the checkpoint: {keys.missing_keys}")
+    if not strict and keys.unexpected_keys:
+        warnings.warn(f"Found keys that are not in the model state dict but in the checkpoint: {keys.unexpected_keys}")
+    return obj
 
 
 def _is_datamodule(cls: type) -> bool:

@@ -95,7 +95,9 @@ def save_to(
         try:
             fs.put_file(tmp, path)
         except FileNotFoundError:  # a backend with real folders whose parent is missing
-            fs.makedirs(fs._parent(path), exist_ok=True)
+            from ._compat.fsspec import parent
+
+            fs.makedirs(parent(fs, path), exist_ok=True)
             fs.put_file(tmp, path)
     finally:
         os.unlink(tmp)

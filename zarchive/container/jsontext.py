@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
-from itertools import repeat
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from .._compat import cpython as cpython_compat
 from ..errors import FormatError, SaveError
 
 _encode_str = json.encoder.encode_basestring  # type: ignore[attr-defined]  # C implementation
@@ -19,50 +19,46 @@ _encode_ascii = json.encoder.encode_basestring_ascii  # type: ignore[attr-define
 
 
 INLINE_WIDTH = 160
-_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+_Inline = Callable[[Any], str]
+_InlineAll = Callable[[list[Any]], list[str]]
 
 
-def _not_json(o: Any) -> Any:
-    raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
+# The public way to write one-line JSON; the C encoder made once (zarchive/_compat/cpython.py) writes
+# the same text without building an encoder per call, which is most of the cost of the many one-line
+# encodes below (a 5,000-row tensor table).
+_py_inline: _Inline = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(", ", ": ")).encode
 
 
-if _c_make_encoder is not None:
-    # The C encoder built once: JSONEncoder.encode builds one per call, which is most of the cost of
-    # the many one-line encodes below (a 5,000-row tensor table). Markers catch cycles like json.dumps.
-    # The markers dict is shared by every call; an encode that fails midway leaves the containers it
-    # was inside in it, so a failure clears it (else a later encode of the same list reports a cycle).
-    _MARKERS: dict[int, Any] = {}
-    _c_inline = _c_make_encoder(_MARKERS, _not_json, _encode_str, None, ": ", ", ", False, False, False)
-
-    def _inline(value: Any) -> str:
-        return "".join(_c_inline(value, 0))
-
-    def _inline_all(values: list[Any]) -> list[str]:
-        """_inline of each value, with no Python frame per value (5,000 table rows)."""
-        return list(map("".join, map(_c_inline, values, repeat(0))))
-
-else:  # pragma: no cover (Python builds without the _json accelerator)
-    _MARKERS = {}
-    _inline = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(", ", ": ")).encode
-
-    def _inline_all(values: list[Any]) -> list[str]:
-        return [_inline(v) for v in values]
+def _py_inline_all(values: list[Any]) -> list[str]:
+    return [_py_inline(v) for v in values]
 
 
-def _key(k: Any) -> str:
+def _no_reset() -> None:
+    pass
+
+
+def _encoders() -> tuple[_Inline, _InlineAll, Callable[[], None]]:
+    """(encode one value, encode each value of a list, reset after a failed encode)."""
+    c = cpython_compat.json_c_encoder()
+    if c is None:
+        return _py_inline, _py_inline_all, _no_reset
+    return c.one, c.many, c.reset
+
+
+def _key(k: Any, inline: _Inline) -> str:
     """An object key as the C encoder writes it: a str, or an int/float/bool/None made into one."""
     if isinstance(k, str):
-        return _inline(k)
-    return _inline({k: 0})[1:-4]  # '{"5": 0}' -> '"5"', never a bare 5
+        return inline(k)
+    return inline({k: 0})[1:-4]  # '{"5": 0}' -> '"5"', never a bare 5
 
 
-def _pretty(value: Any, indent: str, out: list[str]) -> None:
+def _pretty(value: Any, indent: str, out: list[str], inline: _Inline, inline_all: _InlineAll) -> None:
     """Containers whose one-line form fits INLINE_WIDTH stay on one line; others are expanded.
 
     Every subtree is encoded by the C encoder, so this stays fast on manifests of thousands of
     tensors (the stdlib's indent= mode runs the pure-Python encoder instead)."""
     if not isinstance(value, (dict, list)) or not value or len(value) * 2 <= INLINE_WIDTH:
-        text = _inline(value)  # (a container of more than INLINE_WIDTH/2 items cannot fit one line)
+        text = inline(value)  # (a container of more than INLINE_WIDTH/2 items cannot fit one line)
         if len(text) <= INLINE_WIDTH or not isinstance(value, (dict, list)) or not value:
             out.append(text)
             return
@@ -70,30 +66,31 @@ def _pretty(value: Any, indent: str, out: list[str]) -> None:
     if isinstance(value, dict):
         out.append("{")
         for i, (k, v) in enumerate(value.items()):
-            out.append(("," if i else "") + "\n" + inner + _key(k) + ": ")
-            _pretty(v, inner, out)
+            out.append(("," if i else "") + "\n" + inner + _key(k, inline) + ": ")
+            _pretty(v, inner, out, inline, inline_all)
         out.append("\n" + indent + "}")
     else:
         sep = "\n" + inner
         if all(not isinstance(v, (dict, list)) or len(v) * 2 <= INLINE_WIDTH for v in value):
-            texts = _inline_all(value)  # items that may fit a line (a table's rows): encoded in one pass
+            texts = inline_all(value)  # items that may fit a line (a table's rows): encoded in one pass
             if max(map(len, texts)) <= INLINE_WIDTH:
                 out.append("[" + sep + ("," + sep).join(texts) + "\n" + indent + "]")
                 return
         out.append("[")
         for i, v in enumerate(value):  # some item needs expanding: each goes its own way (encoded once)
             out.append(("," if i else "") + sep)
-            _pretty(v, inner, out)
+            _pretty(v, inner, out, inline, inline_all)
         out.append("\n" + indent + "]")
 
 
 def dumps_pretty(value: Any) -> bytes:
     """Indented UTF-8 JSON for members people read by hand (manifest, metadata)."""
     out: list[str] = []
+    inline, inline_all, reset = _encoders()
     try:
-        _pretty(value, "", out)
+        _pretty(value, "", out, inline, inline_all)
     except (TypeError, ValueError) as e:  # a handler put NaN, an object... in its node
-        _MARKERS.clear()
+        reset()
         raise SaveError(f"the manifest would not be JSON: {e}") from None
     text = "".join(out) + "\n"
     try:

@@ -8,7 +8,9 @@ ops that change shape, strides or flags are not value changes and still run.
 
 Both jobs run in one torch-function mode that is also the `torch.device("meta")` context: every torch
 call made under a Python mode takes a round trip through it, and stacking our mode on top of
-torch.device's doubled the build time of a 124M-parameter GPT (16 ms -> 8 ms with one layer).
+torch.device's doubled the build time of a 124M-parameter GPT (16 ms -> 8 ms with one layer). The one
+layer is a subclass of torch's private DeviceContext, made by zarchive/_compat/torch.py; when that
+class is not as expected, `torch.device("meta")` and SkipValuesOnMeta are stacked instead.
 """
 
 from __future__ import annotations
@@ -18,11 +20,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-try:  # torch.device("meta") as a context is this mode (torch >= 2.0; a private module, hence the fallback)
-    from torch.utils._device import DeviceContext, _device_constructors
-except ImportError:  # pragma: no cover - exercised by test_meta_build through the fallback class
-    DeviceContext = None  # type: ignore[assignment,misc]
-    _device_constructors = None  # type: ignore[assignment]
+from .._compat import torch as torch_compat
 
 _NOT_VALUE_ONLY = frozenset({
     "requires_grad_", "resize_", "resize_as_", "set_", "as_strided_", "squeeze_", "unsqueeze_", "t_",
@@ -100,26 +98,6 @@ class SkipValuesOnMeta(TorchFunctionMode):
         return func(*args, **kwargs) if out is _RUN else out
 
 
-if DeviceContext is not None:
-
-    class _MetaBuild(DeviceContext):  # type: ignore[misc,valid-type]
-        """torch.device("meta") and SkipValuesOnMeta in one mode layer."""
-
-        def __init__(self) -> None:
-            super().__init__("meta")
-
-        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            kwargs = kwargs or {}
-            out = skipped_result(func, args, kwargs)
-            if out is not _RUN:
-                return out
-            if func in _CONSTRUCTORS and kwargs.get("device") is None:
-                kwargs["device"] = self.device
-            return func(*args, **kwargs)
-
-    _CONSTRUCTORS = _device_constructors()
-
-
 class _TwoLayers:
     """torch.device("meta") with SkipValuesOnMeta on top: the same effect, one mode layer more."""
 
@@ -142,8 +120,12 @@ class _TwoLayers:
 
 def building_on_meta(*, single_layer: bool = True) -> Any:
     """The context to run `cls(config)` in: tensors are created on meta and their values not computed."""
-    if single_layer and DeviceContext is not None:
-        return _MetaBuild()
+    if single_layer:
+        # torch.device("meta") and the skipping in one mode layer, through torch's private
+        # DeviceContext class (None when it is not as expected: then two public layers)
+        mode_class = torch_compat.device_mode_class(skipped_result, _RUN)
+        if mode_class is not None:
+            return mode_class("meta")
     return _TwoLayers()
 
 

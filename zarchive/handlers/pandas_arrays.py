@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 from pandas.api.extensions import ExtensionArray
 
+from .._compat import pandas as pandas_compat
 from ..context import LoadContext, Node, SaveContext
 from ..nodes.tables import PandasArraySchema
 from .base import Handler, expect
@@ -130,8 +131,8 @@ class PandasArrayHandler(PandasArraySchema, Handler):
         if isinstance(dtype, pd.StringDtype):
             extra = {"storage": dtype.storage, "na_value": "NA" if dtype.na_value is pd.NA else "nan"}
             mask = np.asarray(arr.isna(), dtype=bool)
-            values = getattr(arr, "_ndarray", None)  # python storage: the object array itself, no copy
-            if not (isinstance(values, np.ndarray) and values.dtype == object and values.shape == mask.shape):
+            values = pandas_compat.string_object_values(arr)  # python storage: the object array itself
+            if values is None:
                 values = arr.to_numpy(dtype=object, na_value=None)
             return self._save_strings(head, extra, values, mask, ctx)
         if isinstance(dtype, pd.CategoricalDtype):
@@ -149,9 +150,14 @@ class PandasArrayHandler(PandasArraySchema, Handler):
             return head
         if isinstance(arr, _MASKED_CLASSES):
             head["layout"] = "masked"
-            head["data"] = ctx.save(arr._data)  # the values under the mask are kept as they are
-            if arr._mask.any():
-                head["mask"] = ctx.save(arr._mask, "mask")
+            parts = pandas_compat.masked_parts(arr)  # the values under the mask are kept as they are
+            if parts is None:  # public path: the same missing positions, 0/False under them
+                np_dtype = arr.dtype.numpy_dtype  # type: ignore[attr-defined]
+                parts = arr.to_numpy(dtype=np_dtype, na_value=np_dtype.type(0)), np.asarray(arr.isna(), dtype=bool)
+            data, mask = parts
+            head["data"] = ctx.save(data)
+            if mask.any():
+                head["mask"] = ctx.save(mask, "mask")
             return head
         if isinstance(dtype, np.dtype):
             values = np.asarray(arr)

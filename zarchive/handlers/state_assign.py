@@ -8,7 +8,8 @@ a sixth of reading the whole model. When nothing can observe the difference (no 
 swap-tensors mode, no lazy parameters), the same assignment is made here directly. Anything else
 (missing or unexpected keys, a shape that differs, a value that is not a tensor) returns False
 before touching the model, and the caller uses load_state_dict, which then reports the problem
-in torch's own words.
+in torch's own words. The look at torch's private module dicts and hook registries is made by
+zarchive/_compat/torch.py; when they are not as expected, this always returns False.
 """
 
 from __future__ import annotations
@@ -17,49 +18,44 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.nn.modules import module as _module
 
-_BASE_LOAD = nn.Module._load_from_state_dict
+from .._compat import torch as torch_compat
+
 _BASE_SET_EXTRA = nn.Module.set_extra_state
 
 
 def _plain(m: nn.Module) -> bool:
-    cls = type(m)
-    return (
-        cls._load_from_state_dict is _BASE_LOAD
-        and getattr(cls, "set_extra_state", _BASE_SET_EXTRA) is _BASE_SET_EXTRA
-        and not m._load_state_dict_pre_hooks
-        and not m._load_state_dict_post_hooks
-    )
-
-
-def _no_global_hooks() -> bool:
-    return not (
-        getattr(_module, "_global_parameter_registration_hooks", None)
-        or getattr(_module, "_global_buffer_registration_hooks", None)
-        or getattr(_module, "_global_module_registration_hooks", None)
-    )
+    return getattr(
+        type(m), "set_extra_state", _BASE_SET_EXTRA
+    ) is _BASE_SET_EXTRA and torch_compat.loads_like_base_module(m)
 
 
 def assign_state_dict(model: nn.Module, sd: dict[str, Any]) -> bool:
     """Assign every tensor of `sd` to `model` like load_state_dict(assign=True); False (the model
     untouched) when only load_state_dict itself can do it exactly."""
-    if torch.__future__.get_swap_module_params_on_conversion() or not _no_global_hooks():
+    slots = torch_compat.module_slots()  # None: torch's internals are not as expected
+    if (
+        slots is None
+        or torch.__future__.get_swap_module_params_on_conversion()
+        or not torch_compat.no_global_registration_hooks()
+    ):
         return False
-    slots: list[tuple[nn.Module, str, bool, torch.Tensor, Any]] = []  # module, name, is_param, old, new
+    params_of, buffers_of, non_persistent_of = slots.parameters, slots.buffers, slots.non_persistent
+    todo: list[tuple[nn.Module, str, bool, torch.Tensor, Any]] = []  # module, name, is_param, old, new
     for prefix, m in model.named_modules(remove_duplicate=False):
         if not _plain(m):
             return False
         dot = prefix + "." if prefix else ""
-        for name, p in m._parameters.items():
+        for name, p in params_of(m).items():
             if p is not None:
-                slots.append((m, name, True, p, sd.get(dot + name, _MISSING)))
-        for name, b in m._buffers.items():
-            if b is not None and name not in m._non_persistent_buffers_set:
-                slots.append((m, name, False, b, sd.get(dot + name, _MISSING)))
-    if len(slots) != len(sd):  # a key of sd that no slot takes, or a slot without a key
+                todo.append((m, name, True, p, sd.get(dot + name, _MISSING)))
+        non_persistent = non_persistent_of(m)
+        for name, b in buffers_of(m).items():
+            if b is not None and name not in non_persistent:
+                todo.append((m, name, False, b, sd.get(dot + name, _MISSING)))
+    if len(todo) != len(sd):  # a key of sd that no slot takes, or a slot without a key
         return False
-    for _, _, is_param, old, new in slots:
+    for _, _, is_param, old, new in todo:
         if (
             new is _MISSING
             or not isinstance(new, torch.Tensor)
@@ -69,15 +65,15 @@ def assign_state_dict(model: nn.Module, sd: dict[str, Any]) -> bool:
         ):
             return False
     with torch.no_grad():
-        for m, name, is_param, old, new in slots:
+        for m, name, is_param, old, new in todo:
             if is_param:
                 if isinstance(new, nn.Parameter):
                     new.requires_grad_(old.requires_grad)
                 else:
                     new = nn.Parameter(new, requires_grad=old.requires_grad)
-                m._parameters[name] = new
+                params_of(m)[name] = new
             else:
-                m._buffers[name] = new
+                buffers_of(m)[name] = new
     return True
 
 

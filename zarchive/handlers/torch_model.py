@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from .._compat import torch as torch_compat
 from ..configured import ConfiguredModelBase
 from ..context import LoadContext, Node, SaveContext
 from ..errors import ConfigMismatchError, FormatError, UnsafeArchiveError
@@ -89,8 +90,8 @@ class ConfiguredModelHandler(ConfiguredModelSchema, Handler):
 def _unsaved_buffers(model: torch.nn.Module) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for mname, m in model.named_modules():
-        for bname in sorted(m._non_persistent_buffers_set):
-            t = m._buffers.get(bname)
+        for bname in sorted(torch_compat.non_persistent_buffer_names(m)):
+            t = torch_compat.own_buffers(m).get(bname)
             if t is not None:
                 out[f"{mname}.{bname}" if mname else bname] = {"dtype": dtype_name(t.dtype), "device": str(t.device)}
     return out
@@ -201,7 +202,7 @@ def _build(cls: type[Any], config: Any, ctx: LoadContext, *, on_meta: bool, budg
                     model = cls(config)
             except Exception:  # noqa: BLE001 - e.g. __init__ reads tensor values; the real build will tell
                 return None
-            if any(m._non_persistent_buffers_set for m in model.modules()):
+            if any(torch_compat.non_persistent_buffer_names(m) for m in model.modules()):
                 return None
             return model
         try:
@@ -274,9 +275,9 @@ def _load_weights(model: torch.nn.Module, sd: dict[str, Any], cls: type[Any], ct
             owner, _, leaf = name.rpartition(".")
             module = model.get_submodule(owner)
             if kind == "parameter":
-                module._parameters[leaf] = first
+                torch_compat.set_parameter(module, leaf, first)
             else:
-                module._buffers[leaf] = first
+                torch_compat.set_buffer(module, leaf, first)
     return model
 
 
@@ -309,7 +310,7 @@ def _all_meta(sd: dict[str, Any]) -> bool:
 def _meta_left(model: torch.nn.Module) -> bool:
     """Whether anything built on the meta device was not replaced by loaded data."""
     for m in model.modules():
-        for t in (*m._parameters.values(), *m._buffers.values(), *vars(m).values()):
+        for t in (*torch_compat.own_parameters(m).values(), *torch_compat.own_buffers(m).values(), *vars(m).values()):
             if isinstance(t, torch.Tensor) and t.is_meta:
                 return True
     return False
@@ -327,14 +328,14 @@ def _place_unsaved_buffers(model: torch.nn.Module, recorded: Any, ctx: LoadConte
             module = model.get_submodule(owner)
         except AttributeError:
             module = None
-        t = module._buffers.get(leaf) if module is not None else None
+        t = torch_compat.own_buffers(module).get(leaf) if module is not None else None
         if t is None:
             continue  # the class no longer builds it: nothing to restore
         dtype = dtype_from_name(info.get("dtype"), ctx)
         if ctx.dtype is not None and dtype.is_floating_point:
             dtype = ctx.dtype
         device = place(info.get("device", "cpu"), ctx)
-        module._buffers[leaf] = t.to(device=device if device is not None else t.device, dtype=dtype)
+        torch_compat.set_buffer(module, leaf, t.to(device=device if device is not None else t.device, dtype=dtype))  # type: ignore[arg-type]
 
 
 def _restore_training_flags(model: torch.nn.Module, differing: Any, ctx: LoadContext) -> None:
