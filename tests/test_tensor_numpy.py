@@ -4,7 +4,11 @@ child process that reads an archive without importing torch."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -13,16 +17,12 @@ import pytest
 import torch
 
 import zarchive
-from zarchive.container.archive_reader import ArchiveReader
-from zarchive.container.source import BytesSource, MappedSource
-from zarchive.context import LoadContext
 from zarchive.errors import DeviceError, FormatError, SaveError, UnsupportedDtypeError
 from zarchive.handlers import tensor_numpy
 from zarchive.handlers.tensor_numpy import NumpyTensorHandler, cast_target, numpy_dtype
 from zarchive.handlers.torch_types import DTYPES
 from zarchive.lazy import LazyArchive
 from zarchive.options import Settings
-from zarchive.registry import HandlerRegistry, default_handlers
 
 REPO = Path(__file__).resolve().parents[1]
 _SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -31,16 +31,9 @@ _SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64
 # --- helpers ---
 
 
-def numpy_registry() -> HandlerRegistry:
-    """The default chain with the numpy reader first: it wins the `torch.Tensor` tag."""
-    return HandlerRegistry([NumpyTensorHandler(), *default_handlers()])
-
-
 def open_numpy(path: Path | bytes) -> LazyArchive:
-    """An opened archive whose tensors load as numpy arrays (what read(..., tensors="numpy") will do)."""
-    source = BytesSource(path) if isinstance(path, bytes) else MappedSource(path)
-    reader = ArchiveReader(source, verify=True)
-    return LazyArchive(reader, numpy_registry(), Settings())
+    """An opened archive whose tensors load as numpy arrays."""
+    return zarchive.open(path, tensors="numpy")
 
 
 def read_numpy(path: Path | bytes, **kwargs: Any) -> Any:
@@ -332,11 +325,11 @@ def test_handler_contract() -> None:
     h = NumpyTensorHandler()
     assert h.name == "torch.Tensor"
     assert not h.accepts(torch.Tensor) and not h.accepts(np.ndarray)
-    ctx = zarchive.context.SaveContext(numpy_registry(), Settings())
+    ctx = zarchive.context.SaveContext(zarchive.registry.HandlerRegistry(), Settings())
     with pytest.raises(SaveError, match="cannot save"):
         h.save(torch.ones(1), ctx)
     # saving with the numpy reader in the chain still saves tensors through the torch handler
-    assert numpy_registry().for_object(torch.ones(1)).__class__.__name__ == "TensorHandler"
+    assert zarchive.registry.HandlerRegistry().for_object(torch.ones(1)).__class__.__name__ == "TensorHandler"
 
 
 @pytest.fixture
@@ -347,13 +340,8 @@ def one_archive(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
 
 
 def load_node(path: Path, node: dict[str, Any], **kwargs: Any) -> Any:
-    reader = ArchiveReader(MappedSource(path))
-    ctx = LoadContext(numpy_registry(), reader, Settings(), **kwargs)
-    ctx.path = ["x", "y"]
-    try:
-        return ctx.load(node)
-    finally:
-        reader.close()
+    with zarchive.open(path, tensors="numpy") as arc:
+        return arc.load_node(node, "x/y", **kwargs)
 
 
 @pytest.mark.parametrize(
@@ -437,18 +425,11 @@ def test_bf16_state_dict_into_mlx(tmp_path: Path) -> None:
 # --- torch stays out of the reading process ---
 
 _CHILD = """
-import sys, types
+import sys
 {prelude}
-from zarchive.container.archive_reader import ArchiveReader
-from zarchive.container.source import MappedSource
-from zarchive.lazy import LazyArchive
-from zarchive.options import Settings
-from zarchive.registry import HandlerRegistry
-from zarchive.handlers import builtins as b
-from zarchive.handlers.tensor_numpy import NumpyTensorHandler
+import zarchive
 
-handlers = [NumpyTensorHandler(), b.ScalarHandler(), b.IntHandler(), b.FloatHandler(), b.ListHandler(), b.DictHandler()]
-arc = LazyArchive(ArchiveReader(MappedSource(sys.argv[1])), HandlerRegistry(handlers), Settings())
+arc = zarchive.open(sys.argv[1], tensors="numpy")
 got = arc.load()
 one = arc.get("sd/w3")
 arc.close()
@@ -457,6 +438,29 @@ import hashlib
 print(json.dumps({{k: hashlib.sha256(v.tobytes()).hexdigest() for k, v in got["sd"].items()}}))
 print(one.tolist())
 """
+
+
+def _run_child(tmp_path: Path, prelude: str) -> subprocess.CompletedProcess[str]:
+    sd = {f"w{i}": torch.arange(i + 2, dtype=torch.float32) * 0.5 for i in range(70)}
+    sd["shared"] = sd["w3"][1:]
+    zarchive.save({"sd": sd}, tmp_path / "a.zarc")
+    code = textwrap.dedent(_CHILD).format(prelude=prelude)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "a.zarc")],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import hashlib
+
+    digests, one = proc.stdout.splitlines()
+    assert json.loads(digests) == {k: hashlib.sha256(tensor_bytes(v)).hexdigest() for k, v in sd.items()}
+    assert json.loads(one) == sd["w3"].tolist()
+    return proc
 
 
 def test_reading_does_not_import_torch(tmp_path: Path) -> None:

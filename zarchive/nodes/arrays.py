@@ -97,7 +97,8 @@ class TensorSchema(NodeSchema):
             raise p.error("a tensor's 'device' must be a string")
         view = node.get("view")
         if view is not None and not (isinstance(view, dict) and type(view.get("storage_offset")) is int):
-            raise p.error("bad tensor view")
+            ref = node.get("$ref")
+            raise p.error("bad tensor view", member=ref if isinstance(ref, str) else None)
         p.member(node.get("$ref"))
 
     def summary(self, node: dict[str, Any]) -> str:
