@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from .container.archive_reader import ArchiveReader
 from .container.archive_writer import RESERVED_NAMES, CompressHint, MemberPlan, Part
@@ -21,10 +21,32 @@ from .options import ErrorMode, Settings
 from .plan import Plan, ReadPolicy, file_version
 from .protocol import FORMAT_MAJOR, FORMAT_MINOR, FORMAT_VERSION
 
-if TYPE_CHECKING:
-    from .registry import HandlerRegistry
-
 Node = Any  # a JSON value: the manifest form of one object
+
+
+class Saver(Protocol):
+    """A handler as a save sees it."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def version(self) -> int: ...
+    def save(self, obj: Any, ctx: SaveContext) -> Node: ...
+
+
+class Loader(Protocol):
+    """A handler as a read sees it."""
+
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> Any: ...
+
+
+class HandlerSource(Protocol):
+    """Where contexts find handlers (zarchive.registry.HandlerRegistry)."""
+
+    def for_object(self, obj: Any) -> Saver | None: ...
+    def for_tag(self, tag: Any, *, path: str | None = None, tensors: str = "torch") -> Loader: ...
+
+
 T = TypeVar("T")
 MAX_DEPTH = 200
 
@@ -32,7 +54,7 @@ MAX_DEPTH = 200
 class SaveContext:
     """State of one save: object path, planned members, handler scratch space."""
 
-    def __init__(self, registry: HandlerRegistry, settings: Settings) -> None:
+    def __init__(self, registry: HandlerSource, settings: Settings) -> None:
         self.registry = registry
         self.settings = settings
         self.path: list[str] = []
@@ -135,7 +157,7 @@ class LoadContext:
 
     def __init__(
         self,
-        registry: HandlerRegistry,
+        registry: HandlerSource,
         archive: ArchiveReader,
         settings: Settings,
         *,

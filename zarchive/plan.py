@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import FormatError, UnknownTypeError, UnsafeArchiveError, UntrustedTypeError, VersionError, ZArchiveError
+from .nodes.base import SchemaSource
 from .objpath import join_path
 from .protocol import FORMAT_MAJOR, FORMAT_MINOR, FORMAT_VERSION
 from .typeref import CLASS_KINDS, class_tag, resolve_class
 
 if TYPE_CHECKING:
     from .container.archive_reader import ArchiveReader
-    from .registry import HandlerRegistry
 
 MAX_DEPTH = 200
 DEFAULT_MAX_NODES = 20_000_000
@@ -115,7 +115,7 @@ class Planner:
     resolving or refusing any (for `zarchive.audit`)."""
 
     def __init__(
-        self, registry: HandlerRegistry, reader: ArchiveReader, policy: ReadPolicy, *, audit: bool = False
+        self, registry: SchemaSource, reader: ArchiveReader, policy: ReadPolicy, *, audit: bool = False
     ) -> None:
         self.registry = registry
         self.reader = reader

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..container.jsontext import decode_jsonl, encode_jsonl, encode_jsonl_strings
 from ..context import LoadContext, Node, SaveContext
-from ..nodes.tensor_rows import tabulate_when_laid_out, tensor_nodes
+from ..nodes.tensor_rows import tensor_nodes
 from ..nodes.values import (
     DEFAULT_FACTORIES,
     DictSchema,
@@ -31,6 +31,7 @@ from ..nodes.values import (
     points_at_member,
 )
 from .base import Handler, expect
+from .tensor_tables import tabulate_when_laid_out
 
 SAFE_INT = 2**53
 MAX_BIG_INT_HEX = 1 << 20

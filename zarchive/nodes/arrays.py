@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..container.shapes import check_shape
-from .base import NodeSchema
-
-if TYPE_CHECKING:
-    from ..plan import Planner
+from .base import NodeSchema, PlanSink
 
 _NUMPY_DTYPE = re.compile(r"^[<>|=]?([a-zA-Z])(\d*)(\[\w+\])?$")
 _CHAR_BYTES = {"U": 4}  # numpy's unicode strings take 4 bytes a character
@@ -46,7 +43,7 @@ TORCH_ITEMSIZE: dict[str, int] = {
 class NumpyArraySchema(NodeSchema):
     name = "numpy.ndarray"
 
-    def plan(self, node: dict[str, Any], p: Planner) -> None:
+    def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         shape, dtype = check_shape(node.get("shape"), path=p.path_str), node.get("dtype")
         if not isinstance(dtype, str) or len(dtype) > MAX_DTYPE_TEXT:
             raise p.error("an array's 'dtype' must be a short string")
@@ -69,7 +66,7 @@ class NumpyArraySchema(NodeSchema):
 class NumpyScalarSchema(NodeSchema):
     name = "numpy.scalar"
 
-    def plan(self, node: dict[str, Any], p: Planner) -> None:
+    def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         if not isinstance(node.get("dtype"), str):
             raise p.error("a numpy scalar needs its 'dtype'")
 
@@ -77,7 +74,7 @@ class NumpyScalarSchema(NodeSchema):
 class NumpyDtypeSchema(NodeSchema):
     name = "numpy.dtype"
 
-    def plan(self, node: dict[str, Any], p: Planner) -> None:
+    def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         if not isinstance(node.get("value"), str):
             raise p.error("a numpy dtype node needs its 'value' string")
 
@@ -87,7 +84,7 @@ class TensorSchema(NodeSchema):
 
     name = "torch.Tensor"
 
-    def plan(self, node: dict[str, Any], p: Planner) -> None:
+    def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         check_shape(node.get("shape"), path=p.path_str)
         if not isinstance(node.get("dtype"), str):
             raise p.error(f"unknown torch dtype {str(node.get('dtype'))[:40]!r}")
@@ -108,7 +105,7 @@ class TensorSchema(NodeSchema):
 class _ValueSchema(NodeSchema):
     """{"value": a short string}"""
 
-    def plan(self, node: dict[str, Any], p: Planner) -> None:
+    def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         if not isinstance(node.get("value"), str):
             raise p.error(f"a {self.name!r} node needs its 'value' string")
 
@@ -124,7 +121,7 @@ class TorchDtypeSchema(_ValueSchema):
 class TorchSizeSchema(NodeSchema):
     name = "torch.Size"
 
-    def plan(self, node: dict[str, Any], p: Planner) -> None:
+    def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         items = node.get("items")
         if not (isinstance(items, list) and all(type(i) is int for i in items)):
             raise p.error("torch.Size items must be ints")

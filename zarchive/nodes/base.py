@@ -12,12 +12,30 @@ of a newer minor version whose node does not fit the shape it knows says so with
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
-if TYPE_CHECKING:
-    from ..plan import Planner
+from ..errors import FormatError
 
 MISSING: Any = object()
+
+
+class PlanSink(Protocol):
+    """What a schema tells the planner (zarchive.plan.Planner) while it checks a node."""
+
+    @property
+    def path_str(self) -> str: ...
+    @property
+    def tensors(self) -> str: ...
+    def visit(self, node: Any, key: str | int | None = None) -> None: ...
+    def walk_fields(self, node: dict[str, Any]) -> None: ...
+    def error(self, message: str, *, member: str | None = None) -> FormatError: ...
+    def member(self, name: Any, *, expected_size: int | None = None) -> dict[str, Any]: ...
+    def member_bytes(self, name: str, expected_size: int | None = None) -> memoryview: ...
+    def count_nodes(self, n: int) -> None: ...
+    def inline_bytes(self, n: int) -> None: ...
+    def callable_used(self, tag: str) -> None: ...
+    def use_class(self, tag: Any, kind: str) -> type | None: ...
+    def seed_class(self, tag: str, kind: str, cls: type) -> None: ...
 
 
 class NodeSchema:
@@ -25,7 +43,7 @@ class NodeSchema:
     """The stable tag recorded as "$type" in the manifest. Never change it once files exist."""
     since: ClassVar[str] = "1.0"
 
-    def plan(self, node: dict[str, Any], p: Planner) -> None:
+    def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         """Check `node` and visit its child nodes through `p` (default: every nested JSON value,
         with the member it names recorded). Constructs nothing."""
         p.walk_fields(node)
@@ -51,3 +69,9 @@ def is_int(x: Any) -> bool:
 
 def is_shape(x: Any) -> bool:
     return isinstance(x, list) and all(type(d) is int and d >= 0 for d in x)
+
+
+class SchemaSource(Protocol):
+    """Where the planner finds the schema of a node type (zarchive.registry.HandlerRegistry)."""
+
+    def schema_for(self, tag: Any) -> NodeSchema | None: ...

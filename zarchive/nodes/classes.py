@@ -4,16 +4,13 @@ anything is constructed); the fields are nodes of their own."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..typeref import class_tag
-from .base import NodeSchema
-
-if TYPE_CHECKING:
-    from ..plan import Planner
+from .base import NodeSchema, PlanSink
 
 
-def _plan_fields(node: dict[str, Any], p: Planner) -> None:
+def _plan_fields(node: dict[str, Any], p: PlanSink) -> None:
     fields = node.get("fields")
     if not isinstance(fields, dict):
         raise p.error(f"{node.get('$type')!r} node lacks its 'fields' object")
@@ -31,7 +28,7 @@ class DataclassSchema(NodeSchema):
 
     name = "dataclass"
 
-    def plan(self, node: dict[str, Any], p: Planner) -> None:
+    def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         p.use_class(node.get("class"), "dataclass")
         _plan_fields(node, p)
 
@@ -45,7 +42,7 @@ class DataclassSchema(NodeSchema):
 class NamedTupleSchema(NodeSchema):
     name = "namedtuple"
 
-    def plan(self, node: dict[str, Any], p: Planner) -> None:
+    def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         p.use_class(node.get("class"), "namedtuple")
         _plan_fields(node, p)
 
@@ -61,7 +58,7 @@ class EnumSchema(NodeSchema):
 
     name = "enum"
 
-    def plan(self, node: dict[str, Any], p: Planner) -> None:
+    def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         p.use_class(node.get("class"), "enum")
         if "name" in node:
             if not isinstance(node["name"], str):
@@ -83,7 +80,7 @@ class ConfiguredModelSchema(NodeSchema):
 
     name = "torch.ConfiguredModel"
 
-    def plan(self, node: dict[str, Any], p: Planner) -> None:
+    def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         config = node.get("config")
         if not (isinstance(config, dict) and config.get("$type") == "dataclass"):
             raise p.error("a model's config must be a dataclass node")
@@ -116,5 +113,5 @@ class OmegaConfSchema(NodeSchema):
 
     name = "omegaconf"
 
-    def plan(self, node: dict[str, Any], p: Planner) -> None:
+    def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         raise p.error("'omegaconf' is not a node type: configs are stored as plain dicts and lists")

@@ -15,50 +15,21 @@ torch.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from ..context import LoadContext, SaveContext
-    from ..plan import Planner
+from .base import PlanSink
+
+
+class _Errors(Protocol):
+    def error(self, message: str) -> Exception: ...
+
 
 TENSOR_TAG = "torch.Tensor"
 MIN_ROWS = 64  # smaller dicts keep one readable node per tensor
-_ROW_FIELDS = frozenset({"$type", "$ref", "key", "dtype", "shape", "device"})
+ROW_FIELDS = frozenset({"$type", "$ref", "key", "dtype", "shape", "device"})  # what a row stands for
 
 
-def tabulate_when_laid_out(ctx: SaveContext, node: dict[str, Any], data: dict[str, Any]) -> None:
-    """Once every tensor has its member and key (at ctx.finalize), turn the dict `node` (whose values
-    are `data`) into a tensor table if every value is a plain tensor."""
-    if len(data) >= MIN_ROWS:
-        ctx.on_finalize(lambda: _tabulate(ctx, node, data))
-
-
-def _tabulate(ctx: SaveContext, node: dict[str, Any], data: dict[str, Any]) -> None:
-    for v in data.values():
-        if type(v) is not dict or v.get("$type") != TENSOR_TAG or not v.keys() <= _ROW_FIELDS:
-            return
-    plans = {m.base_name: m for m in ctx.members}
-    tables: list[dict[str, Any]] = []  # one per run of rows in the same member on the same device
-    for k, v in data.items():
-        ref, device = v.get("$ref"), v.get("device")
-        if ref not in plans or not isinstance(device, str):
-            return
-        if not tables or tables[-1]["$ref"] != ref or tables[-1]["device"] != device:
-            tables.append({"$ref": ref, "device": device, "rows": []})
-        tables[-1]["rows"].append(
-            [k, v["dtype"], v["shape"]] if v["key"] == k else [k, v["dtype"], v["shape"], v["key"]]
-        )
-    for table in tables:
-        plans[table["$ref"]].nodes.append(table)  # the codec choice renames "$ref" (e.g. adds .zst) here too
-    rest = {k: v for k, v in node.items() if k not in ("$type", "data")} if node is not data else {}
-    node.clear()
-    node["$type"] = "dict"
-    node.update((k, v) for k, v in rest.items() if k == "class")
-    node["tensors"] = tables[0] if len(tables) == 1 else tables  # one object: as format 1.1 wrote it
-    node.update((k, v) for k, v in rest.items() if k != "class")
-
-
-def tensor_nodes(tensors: Any, ctx: LoadContext | None) -> Iterator[tuple[str, dict[str, Any]]]:
+def tensor_nodes(tensors: Any, ctx: _Errors | None) -> Iterator[tuple[str, dict[str, Any]]]:
     """(name, the `torch.Tensor` node a row stands for) for every row of a dict's `tensors` (one
     table, or a list of them). Without a load context (browsing), a malformed table raises ValueError."""
     seen: set[str] = set()
@@ -83,7 +54,7 @@ def tensor_node(tensors: Any, name: str) -> dict[str, Any] | None:
     return _row_node(*found[0], None)[1] if found else None
 
 
-def _tables(tensors: Any, ctx: LoadContext | None) -> list[Any]:
+def _tables(tensors: Any, ctx: _Errors | None) -> list[Any]:
     """A dict's `tensors`: one table (format 1.1) or a non-empty list of tables (1.2)."""
     if isinstance(tensors, list):
         if not tensors:
@@ -92,11 +63,11 @@ def _tables(tensors: Any, ctx: LoadContext | None) -> list[Any]:
     return [tensors]
 
 
-def _bad(ctx: LoadContext | None, message: str) -> Exception:
+def _bad(ctx: _Errors | None, message: str) -> Exception:
     return ctx.error(message) if ctx is not None else ValueError(message)
 
 
-def _table_parts(table: Any, ctx: LoadContext | None) -> tuple[list[Any], str, str]:
+def _table_parts(table: Any, ctx: _Errors | None) -> tuple[list[Any], str, str]:
     if not isinstance(table, dict) or not isinstance(table.get("rows"), list):
         raise _bad(ctx, "a dict's 'tensors' must be an object with 'rows', or a list of them")
     ref, device = table.get("$ref"), table.get("device", "cpu")
@@ -105,7 +76,7 @@ def _table_parts(table: Any, ctx: LoadContext | None) -> tuple[list[Any], str, s
     return table["rows"], ref, device
 
 
-def _row_node(row: Any, ref: str, device: str, ctx: LoadContext | None) -> tuple[str, dict[str, Any]]:
+def _row_node(row: Any, ref: str, device: str, ctx: _Errors | None) -> tuple[str, dict[str, Any]]:
     if not isinstance(row, list) or len(row) not in (3, 4) or not isinstance(row[0], str):
         raise _bad(ctx, "a tensor table row must be [name, dtype, shape] or [name, dtype, shape, key]")
     name = row[0]
@@ -115,7 +86,7 @@ def _row_node(row: Any, ref: str, device: str, ctx: LoadContext | None) -> tuple
     return name, {"$type": TENSOR_TAG, "$ref": ref, "key": key, "dtype": row[1], "shape": row[2], "device": device}
 
 
-def plan_tables(tensors: Any, p: Planner) -> None:
+def plan_tables(tensors: Any, p: PlanSink) -> None:
     """Phase one for a dict's tensor table: every row checked, every member recorded; rows count as
     nodes. Lean: a state dict of 5,000 tensors is planned on every full read."""
     seen: set[str] = set()

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..container.jsontext import decode_jsonl, dumps_compact
-from .base import MISSING, NodeSchema, is_int
+from .base import MISSING, NodeSchema, PlanSink, is_int
 from .tensor_rows import plan_tables, tensor_node, tensor_nodes
-
-if TYPE_CHECKING:
-    from ..plan import Planner
 
 # defaultdict factories a file may name: builtin types only (audit lists them, they are always allowed)
 DEFAULT_FACTORIES = ("list", "dict", "set", "int", "float", "str", "tuple")
@@ -21,14 +18,14 @@ DICT_CLASSES = (None, "OrderedDict", "defaultdict")
 class JsonSchema(NodeSchema):
     name = "json"
 
-    def plan(self, node: dict[str, Any], p: Planner) -> None:
+    def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         raise p.error("'json' is not a node type")
 
 
 class IntSchema(NodeSchema):
     name = "int"
 
-    def plan(self, node: dict[str, Any], p: Planner) -> None:
+    def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         if not isinstance(node.get("hex"), str):
             raise p.error("'int' node lacks its 'hex' string")
 
@@ -36,7 +33,7 @@ class IntSchema(NodeSchema):
 class FloatSchema(NodeSchema):
     name = "float"
 
-    def plan(self, node: dict[str, Any], p: Planner) -> None:
+    def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         if node.get("value") not in ("nan", "inf", "-inf"):
             raise p.error(f"bad special float {str(node.get('value'))[:20]!r}")
 
@@ -46,7 +43,7 @@ class ListSchema(NodeSchema):
 
     name = "list"
 
-    def plan(self, node: dict[str, Any], p: Planner) -> None:
+    def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         length, nbytes, items = node.get("length"), node.get("nbytes"), node.get("items")
         if not (is_int(length) and is_int(nbytes)) or length < 0:
             raise p.error("a 'list' node needs int 'length' and 'nbytes'")
@@ -83,7 +80,7 @@ def points_at_member(values: list[Any]) -> bool:
 class TupleSchema(NodeSchema):
     name = "tuple"
 
-    def plan(self, node: dict[str, Any], p: Planner) -> None:
+    def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         items = node.get("items")
         if not (isinstance(items, list) or (isinstance(items, dict) and items.get("$type") == "list")):
             raise p.error("tuple items must be a list")
@@ -101,7 +98,7 @@ class TupleSchema(NodeSchema):
 class SetSchema(NodeSchema):
     name = "set"
 
-    def plan(self, node: dict[str, Any], p: Planner) -> None:
+    def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         items = node.get("items")
         if not isinstance(items, list):
             raise p.error("set items must be a list")
@@ -115,7 +112,7 @@ class DictSchema(NodeSchema):
     name = "dict"
     since = "1.2"  # "tensors" may be a list of tables
 
-    def plan(self, node: dict[str, Any], p: Planner) -> None:
+    def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         kind = node.get("class")
         if kind not in DICT_CLASSES:
             raise p.error(f"unknown dict class {str(kind)[:40]!r}")
@@ -204,7 +201,7 @@ def key_label(key: Any) -> str:
 class BytesSchema(NodeSchema):
     name = "bytes"
 
-    def plan(self, node: dict[str, Any], p: Planner) -> None:
+    def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         if "$ref" in node:
             nbytes = node.get("nbytes")
             if not is_int(nbytes):
@@ -219,7 +216,7 @@ class BytesSchema(NodeSchema):
 class _FieldsSchema(NodeSchema):
     """Nodes whose values are plain JSON fields checked when they are read (no classes, no members)."""
 
-    def plan(self, node: dict[str, Any], p: Planner) -> None:
+    def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         for k, v in node.items():
             if k.startswith("$") and k not in ("$type", "$version"):
                 raise p.error(f"a {self.name!r} node has no {k!r}")
