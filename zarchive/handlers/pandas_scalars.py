@@ -163,12 +163,14 @@ class PandasScalarHandler(PandasScalarSchema, Handler):
             return pd.NA
         if kind == "Timestamp":
             value = _int64_text(node, "value", ctx)
-            ts = pd.Timestamp(np.datetime64(value, check_unit(node.get("unit"), ctx)))
+            unit: Any = check_unit(node.get("unit"), ctx)  # one of numpy's unit names (checked)
+            ts = pd.Timestamp(np.datetime64(value, unit))
             tz = tz_from(node, ctx)
             return ts if tz is None else ts.tz_localize("UTC").tz_convert(tz)
         if kind == "Timedelta":
             value = _int64_text(node, "value", ctx)
-            return pd.Timedelta(np.timedelta64(value, check_unit(node.get("unit"), ctx)))
+            unit = check_unit(node.get("unit"), ctx)
+            return pd.Timedelta(np.timedelta64(value, unit))
         if kind == "Period":
             ordinal = expect(node, "ordinal", int, ctx)
             return pd.Period(ordinal=ordinal, freq=check_freq(node.get("freq"), ctx))

@@ -203,8 +203,8 @@ class EnumHandler(EnumSchema, Handler):
         cls = ctx.resolve_class(tag, "enum")
         if cls is None:  # unresolved="generic": the member's recorded name (or value)
             if "name" in node:
-                return GenericObject(tag, {"name": expect(node, "name", str, ctx)}, "enum")  # type: ignore[return-value]
-            return GenericObject(tag, {"value": ctx.load(node.get("value"), "value")}, "enum")  # type: ignore[return-value]
+                return GenericObject(str(tag), {"name": expect(node, "name", str, ctx)}, "enum")  # type: ignore[return-value]
+            return GenericObject(str(tag), {"value": ctx.load(node.get("value"), "value")}, "enum")  # type: ignore[return-value]
         if "name" in node:
             name = expect(node, "name", str, ctx)
             member = cls.__members__.get(name)  # type: ignore[attr-defined]
