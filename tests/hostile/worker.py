@@ -146,6 +146,8 @@ def serve() -> None:
     import pandas  # noqa: F401 - the handlers import these on first use; a child's limits measure reading
     import torch  # noqa: F401
 
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/, for `hostile`
+    import hostile.models  # noqa: F401 - the model classes corpus files name, as a user's code would import them
     import zarchive  # noqa: F401 - imported once, here, so that every child starts with it
     from zarchive.registry import default_handlers
 
