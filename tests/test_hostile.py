@@ -18,10 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import hostile.models  # noqa: F401 - classes some corpus files name (imported, as training code would be)
 import numpy as np
 import pytest
 import torch
-import hostile.models  # noqa: F401 - classes some corpus files name (imported, as training code would be)
 from hostile.craft import many_members
 from hostile.make_corpus import CASES, CORPUS_DIR, Case, expected_valid, write_corpus
 from hostile.worker import Worker
