@@ -51,8 +51,10 @@ def tz_fields(tz: dt.tzinfo | None, ctx: SaveContext) -> dict[str, Any]:
             return {"tz_offset_seconds": 0, "tz_lib": "dateutil"}
         if cls == "tzoffset" and offset is not None:
             return {"tz_offset_seconds": offset.total_seconds(), "tz_name": tz.tzname(None), "tz_lib": "dateutil"}
-        filename = getattr(tz, "_filename", None)
-        if cls == "tzfile" and isinstance(filename, str):
+        from .._compat.dateutil import tzfile_key  # dateutil is imported: the zone is one of its objects
+
+        filename = tzfile_key(tz) if cls == "tzfile" else None
+        if isinstance(filename, str):
             key = filename.rsplit("zoneinfo/", 1)[-1] if filename.startswith("/") else filename
             if _TZ_KEY.match(key):
                 return {"tz": key, "tz_lib": "dateutil"}
