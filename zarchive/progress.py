@@ -91,7 +91,7 @@ def for_read(setting: bool | None, arc: Any, target: Any) -> Bar | None:
         return None
     reader = getattr(arc, "_reader", None)
     table = getattr(reader, "metadata", {}).get("members") if reader is not None else None
-    if not isinstance(table, Mapping) or not hasattr(reader, "on_read"):
+    if reader is None or not isinstance(table, Mapping) or not hasattr(reader, "on_read"):
         return None  # not a zarchive reader (e.g. a ZANJ file opened for reading)
     from .container.archive_writer import MANIFEST_NAME
 

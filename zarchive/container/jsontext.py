@@ -10,7 +10,7 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from itertools import repeat
-from typing import Any
+from typing import Any, cast
 
 from ..errors import FormatError, SaveError
 
@@ -43,7 +43,10 @@ if _c_make_encoder is not None:
 
 else:  # pragma: no cover (Python builds without the _json accelerator)
     _MARKERS = {}
-    _inline = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(", ", ": ")).encode
+    _py_encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
+
+    def _inline(value: Any) -> str:
+        return _py_encoder.encode(value)
 
     def _inline_all(values: list[Any]) -> list[str]:
         return [_inline(v) for v in values]
@@ -171,7 +174,7 @@ def encode_jsonl_strings(values: Sequence[str | None]) -> bytes:
     if any(v is None for v in values):
         lines = ["null" if v is None else _encode_str(v) for v in values]
     else:
-        lines = list(map(_encode_str, values))
+        lines = list(map(_encode_str, cast("Sequence[str]", values)))  # no None in it (checked above)
     try:
         return ("\n".join(lines) + "\n").encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: escape them (the reader decodes UTF-8 strictly)
