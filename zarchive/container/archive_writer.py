@@ -23,7 +23,7 @@ from .names import check_name
 from .zipwriter import EntryWriter, ZipWriter
 
 if TYPE_CHECKING:
-    from typing_extensions import Self
+    from typing import Self
 
 MANIFEST_NAME = "manifest.json"
 METADATA_NAME = "metadata.json"
