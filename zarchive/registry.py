@@ -20,7 +20,7 @@ import importlib
 import sys
 import threading
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from .errors import UnknownTypeError
