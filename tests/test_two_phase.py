@@ -280,12 +280,20 @@ def test_a_real_build_is_held_to_what_the_archive_holds(tmp_path: Path) -> None:
 
 # --- limits ---
 def test_node_and_byte_limits_are_checked_in_the_plan(tmp_path: Path) -> None:
-    zarchive.save({"a": list(range(100)), "t": torch.zeros(1000)}, tmp_path / "l.zarc")
+    path = tmp_path / "l.zarc"  # 800 KB of int64 zeros: a compressed member, decoded on reading
+    obj = {"a": list(range(100)), "z": {"v": torch.zeros(100_000, dtype=torch.int64)}, "w": {"v": torch.ones(1000)}}
+    zarchive.save(obj, path)  # (tensors under "z" and "w" go to members of their own)
     with pytest.raises(zarchive.UnsafeArchiveError, match="max_nodes=50"):
-        zarchive.read(tmp_path / "l.zarc", max_nodes=50)
-    with pytest.raises(zarchive.UnsafeArchiveError, match="max_read_bytes=1,000"):
-        zarchive.read(tmp_path / "l.zarc", max_read_bytes=1000)
-    assert zarchive.read(tmp_path / "l.zarc", max_read_bytes=10_000)["a"] == list(range(100))
+        zarchive.read(path, max_nodes=50)
+    with pytest.raises(
+        zarchive.UnsafeArchiveError, match="allocates 80[0-9],[0-9]{3} bytes, over max_read_bytes=100,000"
+    ):
+        zarchive.read(path, max_read_bytes=100_000)
+    with zarchive.open(path, max_read_bytes=100_000) as arc:  # the mapped float weights cost nothing
+        assert arc.plan("w").nbytes == 0 and arc["w/v"].shape == (1000,)
+    assert zarchive.read(path)["a"] == list(range(100))  # the default: 1 GiB + 64 x the file
+    with zarchive.open(path, lazy=False) as arc:  # read into memory: every member costs its size
+        assert arc.plan("w").nbytes == arc.members["w.safetensors"]["size"] > 4000
     with pytest.raises(ValueError, match="max_nodes"):
         zarchive.ZArchive(max_nodes=0)
 

@@ -18,7 +18,7 @@ from .handlers.omegaconf_ import to_plain as config_to_plain
 from .lazy import LazyArchive
 from .metadata import build_metadata
 from .options import CompressArg, ErrorMode, Settings, parse_compress
-from .plan import DEFAULT_MAX_NODES, DEFAULT_MAX_READ_BYTES, ReadPolicy, TensorsAs, Unresolved
+from .plan import DEFAULT_MAX_NODES, ReadPolicy, TensorsAs, Unresolved
 from .progress import check_setting as check_progress
 from .progress import for_read as progress_for_read
 from .progress import for_save as progress_for_save
@@ -47,8 +47,9 @@ class ZArchive:
     verify: check checksums of every member read (switch off only for trusted files).
     progress: None shows a tqdm bar for saves and reads of 64 MiB or more when stderr is a terminal;
         True always shows one, False never.
-    max_nodes, max_read_bytes: a read (or open, get, verify) refuses a file whose manifest has more
-        nodes, or whose values need more member bytes, than these (checked before anything is built).
+    max_nodes, max_read_bytes: a read refuses a file whose manifest has more nodes, or whose values
+        would allocate more bytes (decompressed members, inline data; mapped members cost nothing),
+        than these, checked before anything is built. max_read_bytes=None: 1 GiB + 64 x the file's size.
 
     Paths may also be fsspec URLs ("s3://bucket/run.zarc", "memory://x.zarc"; `storage_options=` go
     to fsspec) or binary file objects; see `zarchive.remote`.
@@ -67,7 +68,7 @@ class ZArchive:
         verify: bool = True,
         max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
         max_nodes: int = DEFAULT_MAX_NODES,
-        max_read_bytes: int = DEFAULT_MAX_READ_BYTES,
+        max_read_bytes: int | None = None,
         progress: bool | None = None,
     ) -> None:
         self.progress = check_progress(progress)

@@ -29,7 +29,13 @@ if TYPE_CHECKING:
 
 MAX_DEPTH = 200
 DEFAULT_MAX_NODES = 20_000_000
-DEFAULT_MAX_READ_BYTES = 1 << 40  # 1 TiB: far past any model that fits a machine; lower it for untrusted files
+# What a read may allocate when max_read_bytes is not given: 1 GiB plus 64 times the archive's size.
+# Mapped members cost nothing (they are the file); what costs is decompressed members, inline data,
+# and members read from a source that is not mapped. A 10 GB model of uncompressed weights allocates
+# nothing; a compressed one at most its decoded size, far below 64 times its file; a 133 KB archive
+# asking for 4 GB of decompressed members does not pass.
+DEFAULT_READ_BYTES_BASE = 1 << 30
+DEFAULT_READ_BYTES_PER_FILE_BYTE = 64
 Unresolved = Literal["raise", "generic"]
 TensorsAs = Literal["torch", "numpy"]
 
@@ -43,7 +49,7 @@ class ReadPolicy:
     unresolved: Unresolved = "raise"
     tensors: TensorsAs = "torch"
     max_nodes: int = DEFAULT_MAX_NODES
-    max_read_bytes: int = DEFAULT_MAX_READ_BYTES
+    max_read_bytes: int | None = None  # None: DEFAULT_READ_BYTES_BASE + 64 x the archive's size
 
     @classmethod
     def make(
@@ -53,13 +59,15 @@ class ReadPolicy:
         unresolved: str = "raise",
         tensors: str = "torch",
         max_nodes: int = DEFAULT_MAX_NODES,
-        max_read_bytes: int = DEFAULT_MAX_READ_BYTES,
+        max_read_bytes: int | None = None,
     ) -> ReadPolicy:
         if unresolved not in ("raise", "generic"):
             raise ValueError(f"unresolved must be 'raise' or 'generic', not {unresolved!r}")
         if tensors not in ("torch", "numpy"):
             raise ValueError(f"tensors must be 'torch' or 'numpy', not {tensors!r}")
         for name, v in (("max_nodes", max_nodes), ("max_read_bytes", max_read_bytes)):
+            if v is None and name == "max_read_bytes":
+                continue
             if type(v) is not int or v <= 0:
                 raise ValueError(f"{name} must be a positive int, not {v!r}")
         tags: set[str] | None = None
@@ -96,12 +104,14 @@ class Plan:
 
     classes: dict[str, list[str]] = field(default_factory=dict)
     resolved: dict[tuple[str, str], type | None] = field(default_factory=dict)  # None: a GenericObject
-    members: dict[str, int] = field(default_factory=dict)
+    members: dict[str, int] = field(default_factory=dict)  # member -> bytes reading it allocates
     inline_bytes: int = 0
     nodes: int = 0
 
     @property
     def nbytes(self) -> int:
+        """Bytes the read will allocate: members decoded (each once, however many nodes name it) or
+        read from an unmapped source, plus inline data. Mapped uncompressed members cost nothing."""
         return sum(self.members.values()) + self.inline_bytes
 
 
@@ -127,6 +137,11 @@ class Planner:
         major, minor = file_version(reader)
         self.version = f"{major}.{minor}"
         self.newer = major == FORMAT_MAJOR and minor > FORMAT_MINOR
+        self._mapped = bool(getattr(reader.source, "mapped", False))
+        limit = policy.max_read_bytes
+        if limit is None:
+            limit = DEFAULT_READ_BYTES_BASE + DEFAULT_READ_BYTES_PER_FILE_BYTE * int(getattr(reader.source, "size", 0))
+        self.max_read_bytes = limit
 
     @property
     def tensors(self) -> TensorsAs:
@@ -139,10 +154,11 @@ class Planner:
     def run(self, node: Any, path: list[str]) -> Plan:
         self.path = list(path)
         self.visit(node)
-        if self.plan.nbytes > self.policy.max_read_bytes and not self.audit:
+        if self.plan.nbytes > self.max_read_bytes and not self.audit:
+            what = "" if self.policy.max_read_bytes is not None else " (the default: 1 GiB + 64 x the file's size)"
             raise UnsafeArchiveError(
-                f"reading this needs {self.plan.nbytes:,} bytes, over max_read_bytes={self.policy.max_read_bytes:,} "
-                "(raise it in ZArchive(max_read_bytes=...) if you trust the file)",
+                f"reading this allocates {self.plan.nbytes:,} bytes, over max_read_bytes={self.max_read_bytes:,}{what} "
+                "(raise it with ZArchive(max_read_bytes=...) if you trust the file)",
                 path=self.path_str,
             )
         return self.plan
@@ -244,7 +260,7 @@ class Planner:
                 member=name,
                 path=self.path_str,
             )
-        self.plan.members[name] = entry["size"]
+        self.plan.members[name] = entry["size"] if entry.get("codec") != "none" or not self._mapped else 0
         return entry
 
     def member_bytes(self, name: str, expected_size: int | None = None) -> memoryview:
