@@ -183,6 +183,11 @@ class ArchiveReader:
         if entry["crc32"] != crc_hex(self.zip.members[name].crc):
             raise IntegrityError("checksum mismatch", member=name)
 
+    @property
+    def format_version(self) -> str:
+        """The format version the metadata declares ("major.minor", checked on opening)."""
+        return str(self.metadata.get("format_version", "1.0"))
+
     # --- member access ---
     def has_member(self, name: str) -> bool:
         return name in self.zip.members and name != METADATA_NAME
