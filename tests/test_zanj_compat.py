@@ -8,8 +8,11 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import pickle
 import struct
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -732,3 +735,24 @@ def test_zanj_model_asking_for_far_more_than_the_file_holds_is_refused(tmp_path:
     assert type(ok) is ZcItemNet and torch.equal(ok.fc1.weight, old.fc1.weight) and int(ok.steps) == 7
     with pytest.raises(UnsafeArchiveError, match="more than"):
         zarchive.read(_huge_config(tmp_path, ZanjItemNet, 1 << 30))
+
+
+def test_zanj_tensors_as_numpy_never_import_torch(tmp_path: Path) -> None:
+    path = _renamed(tmp_path, {"m": _trained(ZanjNet), "t": torch.arange(300)}, {"ZcNet": "ZcGoneNet"})
+    code = (
+        "import sys, zarchive\n"
+        "out = zarchive.read(sys.argv[1], tensors='numpy', unresolved='generic')\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+        "print(out['m'].tag, out['m'].state_dict['fc1.weight'].shape, out['t'][-1])\n"
+    )
+    repo = str(Path(zarchive.__file__).resolve().parent.parent)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": repo},
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["ZcGoneNet", "(80,", "4)", "299"]

@@ -28,6 +28,7 @@ from .nodes import (
     ZanjDataclassSchema,
     ZanjExternalListSchema,
     ZanjFrameSchema,
+    ZanjModelSchema,
     ZanjSetSchema,
     ZanjTensorSchema,
     ZanjUnknownSchema,
@@ -194,6 +195,20 @@ class ZanjDataclassHandler(ZanjReading, ZanjDataclassSchema, Handler):
         return build_zanj_dataclass(cls, tag, node, ctx)
 
 
+def generic_model(tag: str, node: dict[str, Any], ctx: LoadContext) -> GenericObject:
+    """A model node as a GenericObject: its config, its state dict and its training records."""
+    fields = {k: ctx.load(node.get(k), k) for k in ("zanj_model_config", "state_dict", "training_records")}
+    return GenericObject(tag, fields, "ConfiguredModel")
+
+
+class ZanjModelAsGeneric(ZanjReading, ZanjModelSchema, Handler):
+    """A model read with tensors="numpy": its config and numpy weights; nothing is built (and torch
+    is not imported)."""
+
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
+        return generic_model(node[FORMAT_KEY], node, ctx)
+
+
 class ZanjUnknownHandler(ZanjReading, ZanjUnknownSchema, Handler):
     """Only reached with unknown="dict" (the plan refuses unknown formats otherwise)."""
 
@@ -213,4 +228,12 @@ HANDLERS: tuple[type[Handler], ...] = (
     ZanjUnknownHandler,
 )
 
-__all__ = ["HANDLERS", "SDC_SUFFIX", "ZanjReading", "build_zanj_dataclass", "load_array"]
+__all__ = [
+    "HANDLERS",
+    "SDC_SUFFIX",
+    "ZanjModelAsGeneric",
+    "ZanjReading",
+    "build_zanj_dataclass",
+    "generic_model",
+    "load_array",
+]

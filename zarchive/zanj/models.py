@@ -17,25 +17,22 @@ from typing import Any
 import torch
 
 from ..context import LoadContext
-from ..generic import GenericObject
 from ..handlers.base import Handler
 from ..handlers.torch_model import build_model
 from ..handlers.torch_types import place
 from ..typeref import class_tag
-from .handlers import ZanjReading, build_zanj_dataclass
-from .nodes import FORMAT_KEY, ZanjModelSchema, model_config_class, model_for
+from .handlers import ZanjReading, build_zanj_dataclass, generic_model
+from .nodes import ZanjModelSchema, model_config_class, model_for
 
 
 class ZanjModelHandler(ZanjReading, ZanjModelSchema, Handler):
     def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
-        if ctx.tensors == "numpy":  # the config and the weights as numpy arrays; nothing is built
-            return self._generic(node[FORMAT_KEY], node, ctx)
         tag, _ = model_for(node, ctx.policy.given, ctx.path_str)
         cls = ctx.resolve_class(tag, "ConfiguredModel")
         if cls is None:  # not here, and the read asked for unresolved="generic" (or unknown="dict")
             if self.unknown == "dict":
                 return {k: ctx.load(v, k) for k, v in node.items() if k != "meta"}
-            return self._generic(tag, node, ctx)
+            return generic_model(tag, node, ctx)
         cfg_cls = model_config_class(cls, node, ctx.path_str)
         ctx.path.append("zanj_model_config")
         try:
@@ -58,10 +55,6 @@ class ZanjModelHandler(ZanjReading, ZanjModelSchema, Handler):
         if ctx.dtype is not None:
             model = model.to(ctx.dtype)
         return model
-
-    def _generic(self, tag: str, node: dict[str, Any], ctx: LoadContext) -> GenericObject:
-        fields = {k: ctx.load(node.get(k), k) for k in ("zanj_model_config", "state_dict", "training_records")}
-        return GenericObject(tag, fields, "ConfiguredModel")
 
 
 __all__ = ["ZanjModelHandler"]

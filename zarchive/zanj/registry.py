@@ -12,7 +12,7 @@ from typing import Any
 
 from ..handlers.base import Handler
 from ..nodes.base import NodeSchema
-from .handlers import HANDLERS
+from .handlers import HANDLERS, ZanjModelAsGeneric
 from .nodes import SCHEMAS, Unknown, zanj_tag
 
 
@@ -24,7 +24,7 @@ class ZanjHandlers:
         self.unknown = unknown
         self._schemas: dict[str, NodeSchema] = {s.name: s(unknown) for s in SCHEMAS}
         self._handler_classes: dict[str, type[Handler]] = {h.name: h for h in HANDLERS}
-        self._handlers: dict[str, Handler] = {}
+        self._handlers: dict[tuple[str, str], Handler] = {}
 
     def tag_of(self, node: dict[str, Any]) -> str | None:
         return zanj_tag(node)
@@ -33,16 +33,21 @@ class ZanjHandlers:
         return self._schemas.get(tag) if isinstance(tag, str) else None
 
     def for_tag(self, tag: Any, *, path: str | None = None, tensors: str = "torch") -> Handler:
-        """The handler of a ZANJ node type (each reads tensors as the read's `tensors` asks)."""
-        handler = self._handlers.get(tag)
+        """The handler of a ZANJ node type; tensors="numpy": one that never imports torch (tensors
+        are numpy arrays, models GenericObjects)."""
+        key = (tag, tensors)
+        handler = self._handlers.get(key)
         if handler is None:
-            if tag == "zanj.model":
+            cls: type[Handler]
+            if tag == "zanj.model" and tensors == "numpy":
+                cls = ZanjModelAsGeneric
+            elif tag == "zanj.model":
                 from .models import ZanjModelHandler  # (torch: only once a model is built)
 
-                cls: type[Handler] = ZanjModelHandler
+                cls = ZanjModelHandler
             else:
                 cls = self._handler_classes[tag]
-            handler = self._handlers[tag] = cls(self.unknown)  # type: ignore[call-arg]
+            handler = self._handlers[key] = cls(self.unknown)  # type: ignore[call-arg]
         return handler
 
     def for_object(self, obj: Any) -> None:
