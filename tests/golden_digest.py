@@ -37,9 +37,14 @@ _BY_REPR = (
 )  # fmt: skip
 
 
+# Classes renamed between library versions, under their newest name (numpy 2 renamed bool_ to bool).
+_RENAMED = {"numpy:bool_": "numpy:bool"}
+
+
 def type_name(x: Any) -> str:
     t = type(x)
-    return f"{t.__module__.split('.')[0]}:{t.__qualname__}"
+    name = f"{t.__module__.split('.')[0]}:{t.__qualname__}"
+    return _RENAMED.get(name, name)
 
 
 def float_bits(x: float) -> str:

@@ -108,7 +108,7 @@ CASES: dict[str, Any] = {
     "complex--0": complex(-0.0, -0.0),
     # date and time
     "datetime-naive": dt.datetime(2024, 2, 29, 23, 59, 58, 123456),
-    "datetime-utc": dt.datetime(2020, 1, 1, 12, tzinfo=dt.timezone.utc),
+    "datetime-utc": dt.datetime(2020, 1, 1, 12, tzinfo=dt.UTC),
     "datetime-zoneinfo": dt.datetime(2023, 7, 1, 9, 30, tzinfo=NY),
     "datetime-fold": dt.datetime(2021, 11, 7, 1, 30, tzinfo=NY, fold=1),
     "datetime-fold-naive": dt.datetime(2021, 11, 7, 1, 30, fold=1),
@@ -282,7 +282,7 @@ _leaves = st.one_of(
     st.text(st.characters(exclude_categories=("Cs",)), max_size=12),
     st.binary(max_size=12),
     st.complex_numbers(allow_nan=True, allow_infinity=True),
-    st.datetimes(timezones=st.none() | st.just(dt.timezone.utc) | st.timezones()),
+    st.datetimes(timezones=st.none() | st.just(dt.UTC) | st.timezones()),
     st.dates(),
     st.times(),
     st.timedeltas(),

@@ -98,7 +98,7 @@ EXAMPLES: dict[str, tuple[Callable[[], Any], Callable[[Any, Any], None] | None]]
     "set": (lambda: frozenset({1, 2}), None),
     "bytes": (lambda: b"\x00\x01", None),
     "complex": (lambda: 1 - 2j, None),
-    "datetime": (lambda: dt.datetime(2020, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc), None),
+    "datetime": (lambda: dt.datetime(2020, 1, 2, 3, 4, 5, tzinfo=dt.UTC), None),
     "path": (lambda: pathlib.PurePosixPath("a/b"), None),
     "enum": (lambda: Mood.CALM, None),
     "text_value": (lambda: decimal.Decimal("0.10"), None),

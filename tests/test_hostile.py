@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import hostile.models  # noqa: F401 - classes some corpus files name (imported, as training code would be)
 import numpy as np
 import pytest
 import torch
@@ -166,7 +167,11 @@ def worker() -> Worker:
     return Worker.get()
 
 
-BOUNDED = [c for c in ERROR_CASES if c.name.startswith(("bomb_", "ref_", "manifest_nested", "npy_header", "st_header"))]
+BOUNDED = [
+    c
+    for c in ERROR_CASES
+    if c.name.startswith(("bomb_", "ref_", "manifest_nested", "npy_header", "st_header", "model_"))
+]
 
 
 @pytest.mark.parametrize("case", BOUNDED, ids=lambda c: c.name)
@@ -323,3 +328,21 @@ def test_flips_are_caught_by_verify(real_archives: dict[str, tuple[bytes, Any]],
         except zarchive.ZArchiveError:
             continue
         assert problems, f"a flip in the member at {offset} went unnoticed"
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_audit_and_trusted_reads_raise_only_zarchive_errors(case: Case) -> None:
+    """audit() lists or refuses, and a read with trusted=() refuses every class the file names
+    before building anything: neither lets another exception out, on any corpus file."""
+    path = corpus_file(case.name)
+    try:
+        found = zarchive.audit(path)
+        assert isinstance(found, dict) and all(isinstance(v, list) for v in found.values())
+    except zarchive.ZArchiveError:
+        pass
+    try:
+        zarchive.read(path, trusted=())
+    except zarchive.UntrustedTypeError as e:
+        assert e.path is not None and ":" in e.message  # names where, and which class
+    except zarchive.ZArchiveError:
+        pass

@@ -233,7 +233,7 @@ COLUMN_KINDS: dict[str, Any] = {
     **{f"datetime64[{u}]": partial(_datetimes, u) for u in ["s", "ms", "us", "ns"]},
     "tz-zoneinfo": lambda n, r: _tz_column(BERLIN, n, r),
     "tz-zoneinfo-utc": lambda n, r: _tz_column(zoneinfo.ZoneInfo("UTC"), n, r),
-    "tz-utc": lambda n, r: _tz_column(dt.timezone.utc, n, r),
+    "tz-utc": lambda n, r: _tz_column(dt.UTC, n, r),
     "tz-fixed-offset": lambda n, r: _tz_column(dt.timezone(dt.timedelta(hours=5, minutes=30)), n, r),
     "tz-named-offset": lambda n, r: _tz_column(dt.timezone(-dt.timedelta(hours=3), "BRT"), n, r),
     "tz-dateutil": lambda n, r: _tz_column(dateutil.tz.gettz("America/New_York"), n, r),

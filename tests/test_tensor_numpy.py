@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from conftest import tensor_bytes
 
 import zarchive
 from zarchive.errors import DeviceError, FormatError, SaveError, UnsupportedDtypeError
@@ -39,17 +40,6 @@ def open_numpy(path: Path | bytes) -> LazyArchive:
 def read_numpy(path: Path | bytes, **kwargs: Any) -> Any:
     with open_numpy(path) as arc:
         return arc.load(**kwargs)
-
-
-def tensor_bytes(t: torch.Tensor) -> bytes:
-    """A tensor's values in C order as bytes, also for dtypes torch cannot copy."""
-    t = t.detach()
-    if t.numel() == 0:
-        return b""
-    carrier = _SAME_SIZE_INT.get(t.element_size())
-    if carrier is not None and t.dtype != carrier:
-        t = t.view(carrier)
-    return t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
 
 
 def random_tensor(dtype: torch.dtype, shape: tuple[int, ...], seed: int = 0) -> torch.Tensor:
@@ -127,12 +117,6 @@ def test_every_dtype_reads_bitwise_or_says_why_not(name: str, dtype: torch.dtype
 def test_the_dtype_table_covers_every_torch_dtype() -> None:
     known = set(tensor_numpy.NUMPY_DTYPES) | tensor_numpy.ML_DTYPES_NAMES | tensor_numpy.NO_NUMPY_EQUIVALENT
     assert set(DTYPES) <= known, set(DTYPES) - known
-    # the torch-free safetensors table agrees with the torch handler's
-    from zarchive.handlers.torch_types import ST_CODE, dtype_name
-
-    assert {dtype_name(d): code for d, (code, raw) in ST_CODE.items() if not raw} == {
-        k: v for k, v in tensor_numpy.SAFETENSORS_CODES.items() if k in DTYPES
-    }
 
 
 def test_bfloat16_values_through_ml_dtypes(tmp_path: Path) -> None:

@@ -451,3 +451,16 @@ def test_a_handler_from_an_installed_package_works_without_registering(plugin_si
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
     with pytest.raises(zarchive.UnknownTypeError, match="zfrac.Fraction.*install the package"):
         zarchive.read(tmp_path / "f.zarc")  # this process does not have the package
+
+
+def test_every_node_type_says_which_format_version_gave_it_its_shape() -> None:
+    from zarchive.nodes import BUILTIN_SCHEMAS
+    from zarchive.protocol import FORMAT_VERSION
+
+    def parse(v: str) -> tuple[int, int]:
+        major, minor = v.split(".")
+        return int(major), int(minor)
+
+    for tag, schema in BUILTIN_SCHEMAS.items():
+        assert parse("1.0") <= parse(schema.since) <= parse(FORMAT_VERSION), tag
+    assert BUILTIN_SCHEMAS["dict"].since == "1.2"  # tensor tables as lists

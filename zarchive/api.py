@@ -82,8 +82,9 @@ class ZArchive:
             verify=verify,
         )
         self.max_decompressed = max_decompressed
-        self.limits = {"max_nodes": max_nodes, "max_read_bytes": max_read_bytes}
-        ReadPolicy.make(**self.limits)  # checks them now, not at the first read
+        self.max_nodes = max_nodes
+        self.max_read_bytes = max_read_bytes
+        ReadPolicy.make(max_nodes=max_nodes, max_read_bytes=max_read_bytes)  # checked now, not at the first read
         self.registry = HandlerRegistry.build(handlers_pre)
 
     def __repr__(self) -> str:
@@ -147,7 +148,13 @@ class ZArchive:
         file_path may be an fsspec URL (then only the byte ranges that are used are fetched) or a
         readable binary file object (left open). trusted, unresolved and tensors apply to every value
         loaded from it (see read)."""
-        policy = ReadPolicy.make(trusted=trusted, unresolved=unresolved, tensors=tensors, **self.limits)
+        policy = ReadPolicy.make(
+            trusted=trusted,
+            unresolved=unresolved,
+            tensors=tensors,
+            max_nodes=self.max_nodes,
+            max_read_bytes=self.max_read_bytes,
+        )
         source: ByteSource
         if isinstance(file_path, (bytes, bytearray)):
             source = BytesSource(file_path)
@@ -209,7 +216,7 @@ class ZArchive:
         tensors: "torch" (default) or "numpy": tensors as numpy arrays, without importing torch
             (bfloat16 and float8 need the ml_dtypes package); models come back as GenericObjects.
         """
-        whole = is_url(file_path) and not file_path.startswith("file://")
+        whole = is_url(file_path) and not str(file_path).startswith("file://")
         opened = self.open(
             file_path,
             lazy=lazy and not whole,

@@ -21,7 +21,7 @@ from .plan import MemberReader, Plan, Planner, ReadPolicy
 from .registry import HandlerRegistry
 
 if TYPE_CHECKING:
-    from typing_extensions import Self
+    from typing import Self
 
 _NODE_ERRORS = (KeyError, TypeError, ValueError, IndexError, AttributeError)
 

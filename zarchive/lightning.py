@@ -40,7 +40,7 @@ try:
     from lightning.pytorch.plugins.io import CheckpointIO as _CheckpointIO
 except ImportError:
     try:
-        from pytorch_lightning.plugins.io import CheckpointIO as _CheckpointIO  # type: ignore[no-redef]
+        from pytorch_lightning.plugins.io import CheckpointIO as _CheckpointIO  # type: ignore[no-redef,assignment]
     except ImportError:
         raise ImportError("zarchive.lightning needs PyTorch Lightning: pip install 'zarchive[lightning]'") from None
 

@@ -59,7 +59,7 @@ def build_metadata(settings: Settings) -> dict[str, Any]:
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
         "library_version": library_version(),
-        "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "environment": environment(),
         "compression": settings.compression_record(),
         "settings": {

@@ -229,9 +229,11 @@ class Planner:
                 raise self.error(f"malformed {str(tag)[:60]!r} node: {type(e).__name__}: {str(e)[:200]}") from None
         except ZArchiveError as e:
             if type(e) is FormatError and self.newer:
+                since = getattr(schema, "since", "1.0")
                 raise VersionError(
-                    f"{tag!r} node in a shape this reader does not know ({e.message}); the file is format "
-                    f"{self.version}, this zarchive reads up to {FORMAT_VERSION}: upgrade zarchive to read it",
+                    f"{tag!r} node in a shape this reader does not know ({e.message}; it reads {tag!r} nodes as "
+                    f"format {since} defined them); the file is format {self.version}, this zarchive reads up to "
+                    f"{FORMAT_VERSION}: upgrade zarchive to read it",
                     path=e.path if e.path is not None else self.path_str,
                     member=e.member,
                 ) from e

@@ -20,7 +20,7 @@ import importlib
 import sys
 import threading
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from .errors import UnknownTypeError
@@ -217,10 +217,3 @@ class HandlerRegistry:
             return custom
         schema = BUILTIN_SCHEMAS.get(tag)
         return schema if schema is not None else self.find_tag(tag)
-
-    def is_builtin(self, tag: str) -> bool:
-        return tag in BY_TAG and tag not in self._custom_by_tag
-
-    def tags(self) -> Iterable[str]:
-        """Every tag this registry can read without importing a plugin."""
-        return [*self._custom_by_tag, *BY_TAG]

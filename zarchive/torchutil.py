@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import Any, TypeVar
-
-from typing_extensions import Self
+from typing import Any, Self, TypeVar
 
 from .api import ZArchive
 from .configured import ConfiguredModelBase, set_config_class

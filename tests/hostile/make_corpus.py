@@ -281,6 +281,28 @@ case("class_is_popen", "UnknownTypeError", "not a Enum class")(
 case("class_dunder_walk", "UnknownTypeError", "")(
     lambda: with_root({"$type": "enum", "class": "enum:Enum.__subclasses__", "name": "A"})
 )
+
+
+def _model(cls: str, width: int) -> Callable[[], bytes]:
+    """A 4x4 weight in the archive, under a config asking for width x width (tests/hostile/models.py)."""
+
+    def build() -> bytes:
+        p = base()
+        weight = p.manifest["root"]["t"]
+        p.manifest["root"] = {
+            "$type": "torch.ConfiguredModel",
+            "class": f"hostile.models:{cls}",
+            "config": {"$type": "dataclass", "class": "hostile.models:WideConfig", "fields": {"width": width}},
+            "state_dict": {"fc.weight": weight},
+            "training": False,
+        }
+        return pack(p)
+
+    return build
+
+
+case("model_config_asks_terabytes", "ConfigMismatchError", "do not fit|does not match")(_model("Wide", 10**6))
+case("model_real_build_asks_terabytes", "UnsafeArchiveError", "asked for more than")(_model("WideNoMeta", 10**6))
 case("dollar_keys_without_type", "FormatError", "no '\\$type'")(lambda: with_root({"$ref": "x", "a": 1}))
 
 CASES += [Case(*c) for c in zip_cases(base, valid_entries)]

@@ -146,10 +146,19 @@ def serve() -> None:
     import pandas  # noqa: F401 - the handlers import these on first use; a child's limits measure reading
     import torch  # noqa: F401
 
-    import zarchive  # noqa: F401 - imported once, here, so that every child starts with it
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/, for `hostile`
+    import hostile.models
+    import zarchive
     from zarchive.registry import default_handlers
 
     default_handlers()  # every handler module imported before the first fork
+    # a model read once, so torch's meta-device machinery (imported by torch on first use, ~100 MB of
+    # modules) is in the server before the first fork: children measure reading, not torch's imports
+    import io
+
+    buf = io.BytesIO()
+    zarchive.save(hostile.models.WideNoMeta(hostile.models.WideConfig(4)), buf)
+    zarchive.read(buf.getvalue())
 
     cache: dict[tuple[int, int], Any] = {}
     for line in sys.stdin:

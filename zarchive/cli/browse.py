@@ -95,9 +95,9 @@ def cmd_ls(args: Any) -> int:
         print(f"{name:<{width}}  {e.get('codec', '?'):<7} {stored:>10} {size:>10}  {lines[0]}")
         for extra in lines[1:]:
             print(f"{'':<{width}}  {'':<7} {'':>10} {'':>10}    {extra}")
-    stored = sum(e.get("stored_size") or 0 for e in table.values())
-    size = sum(e.get("size") or 0 for e in table.values())
-    print(f"{len(table)} members, {human_size(stored)} stored, {human_size(size)} original")
+    total_stored = sum(e.get("stored_size") or 0 for e in table.values())
+    total_size = sum(e.get("size") or 0 for e in table.values())
+    print(f"{len(table)} members, {human_size(total_stored)} stored, {human_size(total_size)} original")
     return EXIT_OK
 
 
@@ -193,7 +193,7 @@ def _zanj_meta_rows(meta: dict[str, Any]) -> list[tuple[str, str]]:
     sysinfo = meta.get("sysinfo") or {}
     stamp = meta.get("timestamp")
     created = (
-        dt.datetime.fromtimestamp(stamp, dt.timezone.utc).isoformat(timespec="seconds")
+        dt.datetime.fromtimestamp(stamp, dt.UTC).isoformat(timespec="seconds")
         if isinstance(stamp, (int, float)) and 0 <= stamp < 1e11
         else str(stamp)
     )

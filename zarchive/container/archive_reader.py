@@ -189,6 +189,15 @@ class ArchiveReader:
         return str(self.metadata.get("format_version", "1.0"))
 
     # --- member access ---
+    def is_checked(self, name: str) -> bool:
+        """Whether member `name`'s bytes were checked against its CRC already (or are being checked)."""
+        return (name, "") in self._checked
+
+    def mark_checked(self, names: list[str]) -> None:
+        """Record that these whole members are checked (by a caller that checks them itself and
+        fails the read if one is damaged, e.g. parallel_verify)."""
+        self._checked.update((name, "") for name in names)
+
     def has_member(self, name: str) -> bool:
         return name in self.zip.members and name != METADATA_NAME
 

@@ -23,7 +23,7 @@ from .names import check_name
 from .zipwriter import EntryWriter, ZipWriter
 
 if TYPE_CHECKING:
-    from typing_extensions import Self
+    from typing import Self
 
 MANIFEST_NAME = "manifest.json"
 METADATA_NAME = "metadata.json"
@@ -112,7 +112,7 @@ def _write_zstd(zw: ZipWriter, m: MemberPlan, level: int) -> dict[str, Any]:
     total = sum(p.nbytes for p in parts)
     sink = zw.open_entry(m.name, align=1)
     content_crc = 0
-    writer = codecs.compressor(level, total).stream_writer(sink, size=total, closefd=False)
+    writer = codecs.compressor(level, total).stream_writer(sink, size=total, closefd=False)  # type: ignore[arg-type]  # needs only write()
     for p in parts:
         content_crc = crc32(p, content_crc)
         writer.write(p)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from .._compat import cpython as cpython_compat
 from ..errors import FormatError, SaveError
@@ -168,7 +168,7 @@ def encode_jsonl_strings(values: Sequence[str | None]) -> bytes:
     if any(v is None for v in values):
         lines = ["null" if v is None else _encode_str(v) for v in values]
     else:
-        lines = list(map(_encode_str, values))
+        lines = list(map(_encode_str, cast("Sequence[str]", values)))  # no None in it (checked above)
     try:
         return ("\n".join(lines) + "\n").encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: escape them (the reader decodes UTF-8 strictly)

@@ -39,7 +39,7 @@ def array_parts(arr: np.ndarray) -> Iterator[memoryview]:
     if arr.size == 0:
         return
     data = arr.T if fortran else np.ascontiguousarray(arr)
-    yield memoryview(data.reshape(-1).view(np.uint8))
+    yield data.reshape(-1).view(np.uint8).data  # ndarray.data: the array's own memoryview
 
 
 def array_nbytes(arr: np.ndarray) -> int:

@@ -74,7 +74,7 @@ def start_verifying(reader: ArchiveReader, workers: int | None = None) -> Pendin
     todo = [
         name
         for name, entry in reader.metadata["members"].items()
-        if entry.get("codec") == "none" and name in reader.zip.members and (name, "") not in reader._checked
+        if entry.get("codec") == "none" and name in reader.zip.members and not reader.is_checked(name)
     ]
     chunks: list[tuple[int, memoryview]] = []  # (index into todo, bytes)
     for i, name in enumerate(todo):
@@ -99,7 +99,7 @@ def start_verifying(reader: ArchiveReader, workers: int | None = None) -> Pendin
             batches.append(current)
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zarchive-verify")
         pending = PendingVerification(reader, todo, chunks, pool.map(_crc_batch, batches), pool)
-    reader._checked.update((name, "") for name in todo)
+    reader.mark_checked(todo)
     return pending
 
 

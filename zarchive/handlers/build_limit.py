@@ -9,7 +9,6 @@ after), and the build stops with `AllocationExceeded` once more than `n` bytes w
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -45,9 +44,12 @@ def _requested(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int 
     else:
         size = args if func is not torch.full else args[:1]
     try:
-        numel = math.prod(int(d) for d in size)
+        dims: list[int] = [int(d) for d in size]  # type: ignore[union-attr]  # not iterable: TypeError
     except (TypeError, ValueError):
         return None
+    numel = 1
+    for d in dims:
+        numel *= d
     dtype = kwargs.get("dtype")
     if not isinstance(dtype, torch.dtype):
         dtype = torch.int64 if func is torch.randint else torch.get_default_dtype()

@@ -106,7 +106,7 @@ def load_dataclass(node: dict[str, Any], ctx: LoadContext, cls: type | None = No
         cls = ctx.resolve_class(tag, "dataclass")
     stored = expect(node, "fields", dict, ctx)
     if cls is None:  # unresolved="generic"
-        return GenericObject(tag, {name: ctx.load(sub, name) for name, sub in stored.items()}, "dataclass")
+        return GenericObject(str(tag), {name: ctx.load(sub, name) for name, sub in stored.items()}, "dataclass")
     return build_dataclass(cls, tag, stored, ctx)
 
 
@@ -229,7 +229,7 @@ class NamedTupleHandler(NamedTupleSchema, Handler):
         cls = ctx.resolve_class(tag, "namedtuple")
         stored = expect(node, "fields", dict, ctx)
         if cls is None:  # unresolved="generic"
-            return GenericObject(tag, {name: ctx.load(sub, name) for name, sub in stored.items()}, "namedtuple")
+            return GenericObject(str(tag), {name: ctx.load(sub, name) for name, sub in stored.items()}, "namedtuple")
         known: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
         _report_dropped(stored, known, tag, cls, ctx)
         values = {name: ctx.load(sub, name) for name, sub in stored.items() if name in known}

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import base64
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from ..container import npy
+from ..container.archive_writer import CompressHint
 from ..context import LoadContext, Node, SaveContext
 from ..errors import FormatError, SaveError
 from ..nodes.arrays import NumpyArraySchema, NumpyDtypeSchema, NumpyScalarSchema
@@ -70,7 +71,7 @@ class NumpyArrayHandler(NumpyArraySchema, Handler):
         if seen is not None and seen[0] is arr:
             plan = seen[1]
         else:
-            hint = "never" if arr.dtype.kind in "fc" else "try"  # float data stays mappable
+            hint: CompressHint = "never" if arr.dtype.kind in "fc" else "try"  # float data stays mappable
             plan = ctx.add_member("npy", lambda: [(None, p) for p in npy.array_parts(arr)], compress=hint)
             memo[id(arr)] = (arr, plan)
         return ctx.ref_node(plan, self.name, dtype=arr.dtype.str, shape=list(arr.shape), **order)
@@ -158,7 +159,7 @@ class NumpyScalarHandler(NumpyScalarSchema, Handler):
         elif kind == "U":  # by value: np.str_('') has itemsize 0, but np.asarray of it has 4 bytes
             node["value"] = str(obj)
         elif kind == "S":
-            node["base64"] = base64.b64encode(bytes(obj)).decode("ascii")
+            node["base64"] = base64.b64encode(bytes(obj)).decode("ascii")  # type: ignore[call-overload]  # np.bytes_ is bytes
         else:
             node["base64"] = base64.b64encode(np.asarray(obj).tobytes()).decode("ascii")
         return node
@@ -176,7 +177,7 @@ class NumpyScalarHandler(NumpyScalarSchema, Handler):
                 raise ctx.error("scalar bytes do not match the dtype")
             if dtype.kind == "S":
                 return np.bytes_(raw)
-            return np.frombuffer(raw, dtype=dtype)[0]
+            return np.frombuffer(raw, dtype=dtype)[0]  # type: ignore[no-any-return]
         if "real" in node:
             value: Any = complex(load_float(node["real"], ctx), load_float(node["imag"], ctx))
         elif dtype.kind == "f":
@@ -186,7 +187,7 @@ class NumpyScalarHandler(NumpyScalarSchema, Handler):
             if dtype.kind == "b" and type(value) is not bool or dtype.kind in "iu" and type(value) is not int:
                 raise ctx.error("scalar value does not match its dtype")
         try:
-            return np.array(value, dtype=dtype)[()]
+            return cast(np.generic, np.array(value, dtype=dtype)[()])
         except (OverflowError, ValueError) as e:
             raise ctx.error(f"value does not fit {dtype.str}: {e}") from None
 

@@ -51,8 +51,10 @@ def tz_fields(tz: dt.tzinfo | None, ctx: SaveContext) -> dict[str, Any]:
             return {"tz_offset_seconds": 0, "tz_lib": "dateutil"}
         if cls == "tzoffset" and offset is not None:
             return {"tz_offset_seconds": offset.total_seconds(), "tz_name": tz.tzname(None), "tz_lib": "dateutil"}
-        filename = getattr(tz, "_filename", None)
-        if cls == "tzfile" and isinstance(filename, str):
+        from .._compat.dateutil import tzfile_key  # dateutil is imported: the zone is one of its objects
+
+        filename = tzfile_key(tz) if cls == "tzfile" else None
+        if isinstance(filename, str):
             key = filename.rsplit("zoneinfo/", 1)[-1] if filename.startswith("/") else filename
             if _TZ_KEY.match(key):
                 return {"tz": key, "tz_lib": "dateutil"}
@@ -163,12 +165,14 @@ class PandasScalarHandler(PandasScalarSchema, Handler):
             return pd.NA
         if kind == "Timestamp":
             value = _int64_text(node, "value", ctx)
-            ts = pd.Timestamp(np.datetime64(value, check_unit(node.get("unit"), ctx)))
+            unit: Any = check_unit(node.get("unit"), ctx)  # one of numpy's unit names (checked)
+            ts = pd.Timestamp(np.datetime64(value, unit))
             tz = tz_from(node, ctx)
             return ts if tz is None else ts.tz_localize("UTC").tz_convert(tz)
         if kind == "Timedelta":
             value = _int64_text(node, "value", ctx)
-            return pd.Timedelta(np.timedelta64(value, check_unit(node.get("unit"), ctx)))
+            unit = check_unit(node.get("unit"), ctx)
+            return pd.Timedelta(np.timedelta64(value, unit))
         if kind == "Period":
             ordinal = expect(node, "ordinal", int, ctx)
             return pd.Period(ordinal=ordinal, freq=check_freq(node.get("freq"), ctx))

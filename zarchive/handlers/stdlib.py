@@ -74,7 +74,7 @@ def stdlib_tz_fields(tz: dt.tzinfo | None, ctx: SaveContext) -> dict[str, Any]:
     if type(tz) is dt.timezone:
         offset = tz.utcoffset(None)
         fields: dict[str, Any] = {"tz_offset_seconds": offset.total_seconds()}
-        if tz is not dt.timezone.utc and tz.tzname(None) != dt.timezone(offset).tzname(None):
+        if tz is not dt.UTC and tz.tzname(None) != dt.timezone(offset).tzname(None):
             fields["tz_name"] = tz.tzname(None)
         return fields
     raise ctx.error(
@@ -98,7 +98,7 @@ def stdlib_tz_from(node: dict[str, Any], ctx: LoadContext) -> dt.tzinfo | None:
         offset = dt.timedelta(seconds=seconds)
         name = node.get("tz_name")
         if offset == dt.timedelta(0) and name is None:
-            return dt.timezone.utc
+            return dt.UTC
         return dt.timezone(offset, name) if isinstance(name, str) else dt.timezone(offset)
     return None
 
@@ -203,8 +203,8 @@ class EnumHandler(EnumSchema, Handler):
         cls = ctx.resolve_class(tag, "enum")
         if cls is None:  # unresolved="generic": the member's recorded name (or value)
             if "name" in node:
-                return GenericObject(tag, {"name": expect(node, "name", str, ctx)}, "enum")  # type: ignore[return-value]
-            return GenericObject(tag, {"value": ctx.load(node.get("value"), "value")}, "enum")  # type: ignore[return-value]
+                return GenericObject(str(tag), {"name": expect(node, "name", str, ctx)}, "enum")  # type: ignore[return-value]
+            return GenericObject(str(tag), {"value": ctx.load(node.get("value"), "value")}, "enum")  # type: ignore[return-value]
         if "name" in node:
             name = expect(node, "name", str, ctx)
             member = cls.__members__.get(name)  # type: ignore[attr-defined]

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ..container.archive_writer import HEADER_LABEL, Part
+from ..container.archive_writer import HEADER_LABEL, CompressHint, Part
 from ..container.npy import check_shape
 from ..container.safetensors_layout import TensorSlot, header_length, layout, parse_header
 from ..context import LoadContext, Node, SaveContext
@@ -78,7 +78,7 @@ def _as_bytes(t: torch.Tensor) -> memoryview:
     """The tensor's bytes (CPU, contiguous) as a flat memoryview, without copying where possible."""
     t = t.detach()
     if t.device.type == "cpu" and t.dtype in _NUMPY_DTYPES and t.numel() and t.is_contiguous():
-        view = memoryview(t.numpy())  # the common case, in one step (this runs once per tensor)
+        view = memoryview(t.numpy())  # type: ignore[arg-type]  # numpy's stubs give ndarray no __buffer__ before 3.12
         if view.c_contiguous:
             return view.cast("B")
     if t.device.type != "cpu":
@@ -94,7 +94,7 @@ def _as_bytes(t: torch.Tensor) -> memoryview:
         flat = flat.as_strided((flat.numel(),), (1,))
     if flat.dtype != torch.uint8:
         flat = flat.view(torch.uint8)
-    return memoryview(flat.numpy())
+    return memoryview(flat.numpy())  # type: ignore[arg-type]  # (as above)
 
 
 def _is_floating(dtype: torch.dtype) -> bool:
@@ -109,7 +109,7 @@ def _storage_key(t: torch.Tensor) -> tuple[Any, int] | None:
     device = t.device
     if device.type == "meta":
         return None
-    return (device, t.data_ptr() - t.storage_offset() * t.element_size())
+    return (device, int(t.data_ptr() - t.storage_offset() * t.element_size()))
 
 
 class _TensorTable:
@@ -197,7 +197,7 @@ class _TensorTable:
         # Weights (floating data) stay uncompressed: mapping them beats any ratio zstd gets on them.
         floating = sum(e.nbytes for e in entries if e.floating)
         total = sum(e.nbytes for e in entries)
-        hint = "never" if floating * 2 >= total and total else "try"
+        hint: CompressHint = "never" if floating * 2 >= total and total else "try"
         plan = self.ctx.add_member("safetensors", parts, compress=hint, hint=name_hint)
         for e in entries:
             for node in e.nodes:
@@ -284,6 +284,8 @@ class TensorHandler(TensorSchema, Handler):
         name, key = node.get("$ref"), node.get("key")
         if not isinstance(key, str):
             raise ctx.error("tensor node lacks its 'key' in the member")
+        if not isinstance(name, str):
+            raise ctx.error("'$ref' must be a member name")
         slot = _find_slot(name, key, ctx)
         base = _slot_tensor(name, slot, ctx)
         if device is not None and base.device != device:
@@ -351,7 +353,7 @@ def _member_slots(name: Any, ctx: LoadContext) -> dict[str, TensorSlot]:
         head = ctx.archive.header_range(name, hlen, path=ctx.path_str)
     else:  # the header must tile the declared size before the whole member is decompressed
         hlen = header_length(ctx.archive.member_prefix(name, 8, path=ctx.path_str), size, member=name)
-        parse_header(ctx.archive.member_prefix(name, hlen, path=ctx.path_str), size, member=name)
+        parse_header(memoryview(ctx.archive.member_prefix(name, hlen, path=ctx.path_str)), size, member=name)
         head = ctx.member_bytes(name, shared=True)
     slots = parse_header(head, size, member=name)
     ctx.archive.parsed[("safetensors", name)] = slots

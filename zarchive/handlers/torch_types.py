@@ -8,7 +8,7 @@ import torch
 
 from ..context import LoadContext, Node, SaveContext
 from ..errors import FormatError
-from ..nodes.arrays import TorchDeviceSchema, TorchDtypeSchema, TorchSizeSchema
+from ..nodes.arrays import SAFETENSORS_CODES, TorchDeviceSchema, TorchDtypeSchema, TorchSizeSchema
 from .base import Handler, expect
 
 # every dtype this torch has, by its name ("float32", "bfloat16", ...)
@@ -16,20 +16,12 @@ DTYPES: dict[str, torch.dtype] = {
     str(v).removeprefix("torch."): v for v in vars(torch).values() if isinstance(v, torch.dtype)
 }
 
-_ST_NAMES = {
-    "float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16",
-    "int64": "I64", "int32": "I32", "int16": "I16", "int8": "I8",
-    "uint64": "U64", "uint32": "U32", "uint16": "U16", "uint8": "U8",
-    "bool": "BOOL", "complex64": "C64",
-    "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2",
-    "float8_e4m3fnuz": "F8_E4M3FNUZ", "float8_e5m2fnuz": "F8_E5M2FNUZ",
-}  # fmt: skip
 # torch dtype -> (safetensors code, stored as raw bytes?). Dtypes safetensors has no code for are
 # stored as U8 bytes; the manifest's "dtype" says how to view them.
 ST_CODE: dict[torch.dtype, tuple[str, bool]] = {
-    DTYPES[n]: (code, False) for n, code in _ST_NAMES.items() if n in DTYPES
+    DTYPES[n]: (code, False) for n, code in SAFETENSORS_CODES.items() if n in DTYPES
 }
-ST_TORCH: dict[str, torch.dtype] = {code: DTYPES[n] for n, code in _ST_NAMES.items() if n in DTYPES}
+ST_TORCH: dict[str, torch.dtype] = {code: DTYPES[n] for n, code in SAFETENSORS_CODES.items() if n in DTYPES}
 
 
 def dtype_name(dtype: torch.dtype) -> str:

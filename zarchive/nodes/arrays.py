@@ -40,6 +40,18 @@ TORCH_ITEMSIZE: dict[str, int] = {
 }  # fmt: skip
 
 
+# torch dtype name (as the manifest writes it) -> safetensors code of its member entry. Dtypes not
+# listed are stored as raw U8 bytes; the manifest's "dtype" says how to view them.
+SAFETENSORS_CODES: dict[str, str] = {
+    "float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16",
+    "int64": "I64", "int32": "I32", "int16": "I16", "int8": "I8",
+    "uint64": "U64", "uint32": "U32", "uint16": "U16", "uint8": "U8",
+    "bool": "BOOL", "complex64": "C64",
+    "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2",
+    "float8_e4m3fnuz": "F8_E4M3FNUZ", "float8_e5m2fnuz": "F8_E5M2FNUZ",
+}  # fmt: skip
+
+
 class NumpyArraySchema(NodeSchema):
     name = "numpy.ndarray"
 

@@ -44,15 +44,20 @@ class ListSchema(NodeSchema):
     name = "list"
 
     def plan(self, node: dict[str, Any], p: PlanSink) -> None:
-        length, nbytes, items = node.get("length"), node.get("nbytes"), node.get("items")
-        if not (is_int(length) and is_int(nbytes)) or length < 0:
+        length, nbytes, items, ref = node.get("length"), node.get("nbytes"), node.get("items"), node.get("$ref")
+        if (
+            not (isinstance(length, int) and isinstance(nbytes, int) and is_int(length) and is_int(nbytes))
+            or length < 0
+        ):
             raise p.error("a 'list' node needs int 'length' and 'nbytes'")
+        if not isinstance(ref, str):
+            raise p.error("a 'list' node needs its '$ref' member name")
         if items not in ("plain", "nodes"):
             raise p.error(f"unknown list items kind {str(items)[:20]!r}")
         if items == "plain":
-            p.member(node.get("$ref"), expected_size=nbytes)
+            p.member(ref, expected_size=nbytes)
             return
-        ref = node.get("$ref")  # lines that are nodes: planned like the manifest's own
+        # lines that are nodes: planned like the manifest's own
         values = decode_jsonl(p.member_bytes(ref, nbytes), length, member=ref)
         if points_at_member(values):  # never written: would allow ref cycles and 2**n blow-ups
             raise p.error("a .jsonl list holds nodes that point at members", member=ref)

@@ -23,7 +23,7 @@ SDC_SUFFIX = "(SerializableDataclass)"
 
 def _subclasses(base: type) -> Iterator[type]:
     seen: set[int] = set()
-    stack = list(base.__subclasses__())
+    stack: list[type] = list(base.__subclasses__())
     while stack:
         cls = stack.pop()
         if id(cls) in seen:
