@@ -17,7 +17,7 @@ from .objpath import join_path, split_path
 from .plan import Plan, ReadPolicy
 
 if TYPE_CHECKING:
-    from typing_extensions import Self
+    from typing import Self
 
 
 class TreeBrowser:
