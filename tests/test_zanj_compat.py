@@ -8,8 +8,11 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import pickle
 import struct
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -34,9 +37,11 @@ from zarchive.errors import (
     MemberNotFoundError,
     UnknownTypeError,
     UnsafeArchiveError,
+    UntrustedTypeError,
     ZArchiveError,
 )
 from zarchive.torchutil import ConfiguredModel, set_config_class
+from zarchive.typeref import class_tag
 from zarchive.zanj import ZanjArchive, is_zanj_file, open_zanj
 
 # ZANJ (through muutils) converts tensors with np.array(tensor), which numpy 2 warns about
@@ -602,3 +607,161 @@ def test_remote_zanj_file(tmp_path: Path) -> None:
             assert arc["cfg"] == ZcInner(k=4)
     finally:
         fs.rm("/zc-zanj", recursive=True)
+
+
+# --- the read policy, audit and model budgets (the same machinery as a .zarc) --------------------
+_BUILT: list[str] = []
+
+
+@serializable_dataclass
+class ZcWatched(SerializableDataclass):
+    k: int = serializable_field(default=1)
+
+    def __post_init__(self) -> None:
+        _BUILT.append("ZcWatched")
+
+
+@set_config_class(ZcNetCfg)
+class ZcItemNet(ConfiguredModel[ZcNetCfg]):
+    """Cannot be built on the meta device: __init__ reads a value of its own weights."""
+
+    def __init__(self, cfg: ZcNetCfg) -> None:
+        super().__init__(cfg)
+        self.fc1 = torch.nn.Linear(cfg.d_in, cfg.d_hidden)
+        self.fc2 = torch.nn.Linear(cfg.d_hidden, 2)
+        self.register_buffer("steps", torch.tensor(0))
+        self.scale = float(self.fc1.weight.abs().sum().item())
+
+
+ZanjItemNet = _make_zanj_net("ZcItemNet")
+
+
+def _renamed(tmp_path: Path, obj: Any, names: dict[str, str], name: str = "renamed.zanj") -> Path:
+    """A ZANJ file of `obj` whose recorded class names are replaced (classes not here)."""
+    src = write_zanj(tmp_path, obj, "src-" + name)
+    text = json.dumps(main_json(src))
+    for old, new in names.items():
+        text = text.replace(json.dumps(old), json.dumps(new))
+    return rewrite(src, tmp_path / name, main=text.encode())
+
+
+def test_trusted_refuses_a_zanj_dataclass_before_building_it(tmp_path: Path) -> None:
+    path = write_zanj(tmp_path, {"w": ZcWatched(k=3), "x": [1, 2]})
+    _BUILT.clear()
+    with pytest.raises(UntrustedTypeError, match="ZcWatched"):
+        zarchive.read(path, trusted=[ZcInner])
+    with zarchive.open(path, trusted=[]) as arc:
+        assert arc["x"] == [1, 2]  # values that name no class need no trust
+        with pytest.raises(UntrustedTypeError):
+            arc["w"]
+    assert _BUILT == []  # refused by the plan: nothing was constructed
+    assert zarchive.read(path, trusted=[ZcWatched])["w"] == ZcWatched(k=3)
+    assert zarchive.read(path, trusted=[class_tag(ZcWatched)])["w"].k == 3
+
+
+def test_trusted_refuses_a_zanj_model_before_building_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write_zanj(tmp_path, _trained(ZanjNet), "model.zanj")
+    with monkeypatch.context() as m:
+        m.setattr(ZcNet, "__init__", lambda *a, **k: pytest.fail("built an untrusted model"))
+        m.setattr(ZcNetCfg, "__post_init__", lambda *a, **k: pytest.fail("built an untrusted config"), raising=False)
+        with pytest.raises(UntrustedTypeError, match="ZcNet"):
+            zarchive.read(path, trusted=[ZcNetCfg])
+    model = zarchive.read(path, trusted=[ZcNet])  # the model's own config class comes with it
+    assert type(model) is ZcNet and model.config == ZcNetCfg(d_in=4, d_hidden=80)
+    assert type(ZcNet.read(path)) is ZcNet  # ConfiguredModel.read takes a ZANJ file too
+    with pytest.raises(ConfigMismatchError, match="not a ConfiguredModel"):
+        ZcNet.read(write_zanj(tmp_path, {"a": 1}, "plain.zanj"))
+
+
+def test_unresolved_generic_reads_zanj_classes_not_here(tmp_path: Path) -> None:
+    obj = {"cfg": ZcInner(k=5, tag="t"), "model": _trained(ZanjNet)}
+    path = _renamed(
+        tmp_path,
+        obj,
+        {"ZcInner(SerializableDataclass)": "ZcGoneInner(SerializableDataclass)", "ZcNet": "ZcGoneNet",
+         "ZcNetCfg(SerializableDataclass)": "ZcGoneCfg(SerializableDataclass)"},
+    )  # fmt: skip
+    with pytest.raises(UnknownTypeError, match="ZcGoneInner.*unresolved='generic'"):
+        zarchive.read(path)
+    out = zarchive.read(path, unresolved="generic")
+    cfg, model = out["cfg"], out["model"]
+    assert isinstance(cfg, zarchive.GenericObject) and cfg.tag == "ZcGoneInner(SerializableDataclass)"
+    assert cfg.k == 5 and cfg.tag == "ZcGoneInner(SerializableDataclass)" and cfg.kind == "dataclass"
+    assert isinstance(model, zarchive.GenericObject) and (model.tag, model.kind) == ("ZcGoneNet", "ConfiguredModel")
+    assert model.zanj_model_config.d_hidden == 80
+    assert torch.equal(model.state_dict["fc1.weight"], obj["model"].fc1.weight)
+    with zarchive.open(path, unresolved="generic") as arc:
+        assert arc["cfg/tag"] == "t" and arc["cfg"].fields == {"k": 5, "tag": "t"}
+
+
+def test_audit_of_a_zanj_file(tmp_path: Path) -> None:
+    obj = {"cfg": ZcOuter(inner=ZcInner(k=2)), "model": _trained(ZanjNet), "x": np.arange(300)}
+    path = write_zanj(tmp_path, obj)
+    assert zarchive.audit(path) == {
+        class_tag(ZcOuter): ["cfg"],
+        class_tag(ZcInner): ["cfg/inner"],
+        class_tag(ZcNet): ["model"],
+        class_tag(ZcNetCfg): ["model/zanj_model_config"],
+    }
+    gone = _renamed(tmp_path, {"c": ZcInner()}, {"ZcInner(SerializableDataclass)": "ZcGone(SerializableDataclass)"})
+    assert zarchive.audit(gone) == {"ZcGone(SerializableDataclass)": ["c"]}  # the name as recorded
+    with zarchive.open(path) as arc:
+        plan = arc.plan("x")
+        assert plan.members == {"x.npy": arc.members["x.npy"]["size"]} and not plan.classes
+        assert arc.model_tag("model") == class_tag(ZcNet) and arc.model_tag("cfg") is None
+
+
+def test_zanj_reads_obey_the_limits(tmp_path: Path) -> None:
+    path = write_zanj(tmp_path, {"x": np.arange(1000.0), "l": list(range(300))})
+    with pytest.raises(UnsafeArchiveError, match="max_read_bytes"):
+        zarchive.read(path, max_read_bytes=1000)
+    with pytest.raises(UnsafeArchiveError, match="max_nodes"):
+        zarchive.read(path, max_nodes=50)
+
+
+def test_zanj_tensors_as_numpy(tmp_path: Path) -> None:
+    old = _trained(ZanjNet)
+    out = zarchive.read(write_zanj(tmp_path, {"m": old, "t": torch.arange(300)}), tensors="numpy")
+    assert isinstance(out["t"], np.ndarray) and out["t"].tolist() == list(range(300))
+    assert isinstance(out["m"], zarchive.GenericObject) and out["m"].kind == "ConfiguredModel"
+    np.testing.assert_array_equal(out["m"].state_dict["fc1.weight"], old.fc1.weight.detach().numpy())
+
+
+def _huge_config(tmp_path: Path, cls: type, d_hidden: int) -> Path:
+    path = write_zanj(tmp_path, _trained(cls), f"{cls.__name__}.zanj")
+    tree = main_json(path)
+    tree["zanj_model_config"]["d_hidden"] = d_hidden
+    return rewrite(path, tmp_path / f"{cls.__name__}-huge.zanj", main=tree)
+
+
+def test_zanj_model_asking_for_far_more_than_the_file_holds_is_refused(tmp_path: Path) -> None:
+    # builds on meta: the weights do not fit the config's shapes, and nothing is allocated for real
+    with pytest.raises(ConfigMismatchError, match="do not fit"):
+        zarchive.read(_huge_config(tmp_path, ZanjNet, 1 << 40))
+    # cannot build on meta (.item() in __init__): the real build stops at the budget, before allocating
+    old = _trained(ZanjItemNet)
+    ok = zarchive.read(write_zanj(tmp_path, old, "item.zanj"))
+    assert type(ok) is ZcItemNet and torch.equal(ok.fc1.weight, old.fc1.weight) and int(ok.steps) == 7
+    with pytest.raises(UnsafeArchiveError, match="more than"):
+        zarchive.read(_huge_config(tmp_path, ZanjItemNet, 1 << 30))
+
+
+def test_zanj_tensors_as_numpy_never_import_torch(tmp_path: Path) -> None:
+    path = _renamed(tmp_path, {"m": _trained(ZanjNet), "t": torch.arange(300)}, {"ZcNet": "ZcGoneNet"})
+    code = (
+        "import sys, zarchive\n"
+        "out = zarchive.read(sys.argv[1], tensors='numpy', unresolved='generic')\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+        "print(out['m'].tag, out['m'].state_dict['fc1.weight'].shape, out['t'][-1])\n"
+    )
+    repo = str(Path(zarchive.__file__).resolve().parent.parent)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": repo},
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["ZcGoneNet", "(80,", "4)", "299"]

@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from .browse import OpenedArchive
 from .container.archive_reader import DEFAULT_MAX_DECOMPRESSED, ArchiveReader
 from .container.archive_writer import atomic_write, choose_codecs, write_archive
 from .container.source import ByteSource, BytesSource, MappedSource
@@ -142,7 +143,7 @@ class ZArchive:
         trusted: Iterable[type | str] | None = None,
         unresolved: Unresolved = "raise",
         tensors: TensorsAs = "torch",
-    ) -> LazyArchive:
+    ) -> OpenedArchive:
         """Open an archive without loading it: only the zip directory, manifest and metadata are read.
 
         file_path may be an fsspec URL (then only the byte ranges that are used are fetched) or a
@@ -176,11 +177,11 @@ class ZArchive:
         except FormatError:
             from .zanj import open_if_zanj  # a ZANJ file (known by its members) gets the ZANJ reader
 
-            zanj = open_if_zanj(source, self)
+            zanj = open_if_zanj(source, self, policy)
             if zanj is None:
                 source.close()
                 raise
-            return zanj  # type: ignore[return-value]
+            return zanj
         except BaseException:
             source.close()
             raise
@@ -288,7 +289,7 @@ def open(
     unresolved: Unresolved = "raise",
     tensors: TensorsAs = "torch",
     **settings: Any,
-) -> LazyArchive:
+) -> OpenedArchive:
     """`ZArchive(**settings).open(file_path)`: a lazy view of an archive; use it as a context manager."""
     return ZArchive(**settings).open(
         file_path,

@@ -15,11 +15,11 @@ from typing import Any
 import torch
 
 from .api import ZArchive
+from .browse import OpenedArchive
 from .checkpoint_rng import GeneratorLike, capture_rng
 from .checkpoint_rng import restore_rng as _restore_rng_states
 from .configured import ConfiguredModelBase as ConfiguredModel
 from .errors import ConfigMismatchError, FormatError, MemberNotFoundError, UnknownTypeError, VersionError
-from .lazy import LazyArchive
 from .model_read import MODEL_TAG as CONFIGURED_MODEL
 from .objpath import join_path
 from .typeref import class_tag, is_model_class, resolve_class
@@ -126,7 +126,7 @@ def load_checkpoint(
     return out
 
 
-def _check_layout(arc: LazyArchive) -> None:
+def _check_layout(arc: OpenedArchive) -> None:
     root = arc.node("")
     if not isinstance(root, dict) or "$type" in root:
         raise FormatError("not a checkpoint: the archive's root is not a plain dict", path="")
@@ -162,7 +162,7 @@ def _state_of(obj: Any, key: str, *, whole_models: bool) -> Any:
 class _PartLoader:
     """Reads parts of an open checkpoint into live objects (load_state_dict), one object path at a time."""
 
-    def __init__(self, arc: LazyArchive, map_location: Any, dtype: Any, strict: bool) -> None:
+    def __init__(self, arc: OpenedArchive, map_location: Any, dtype: Any, strict: bool) -> None:
         self.arc, self.map_location, self.dtype, self.strict = arc, map_location, dtype, strict
 
     def get(self, path: list[str]) -> Any:

@@ -18,7 +18,7 @@ from .container.names import collision_key, fit_stem, sanitize_component
 from .errors import FormatError, SaveError, VersionError, ZArchiveError
 from .objpath import join_path
 from .options import ErrorMode, Settings
-from .plan import Plan, ReadPolicy, file_version
+from .plan import MemberReader, Plan, ReadPolicy, file_version
 from .protocol import FORMAT_MAJOR, FORMAT_MINOR, FORMAT_VERSION
 
 Node = Any  # a JSON value: the manifest form of one object
@@ -41,9 +41,11 @@ class Loader(Protocol):
 
 
 class HandlerSource(Protocol):
-    """Where contexts find handlers (zarchive.registry.HandlerRegistry)."""
+    """Where contexts find handlers (zarchive.registry.HandlerRegistry; for reading a ZANJ file,
+    zarchive.zanj.handlers.ZanjHandlers)."""
 
     def for_object(self, obj: Any) -> Saver | None: ...
+    def tag_of(self, node: dict[str, Any]) -> Any: ...
     def for_tag(self, tag: Any, *, path: str | None = None, tensors: str = "torch") -> Loader: ...
 
 
@@ -152,13 +154,14 @@ class SaveContext:
 
 
 class LoadContext:
-    """State of one read (phase two: construction, from a plan made by plan.Planner): the archive,
-    the object path, the classes the plan resolved, handler scratch space, reading options."""
+    """State of one read (phase two: construction, from a plan made by plan.Planner): the file's
+    members (`reader`; `archive` where it is a .zarc), the object path, the classes the plan
+    resolved, handler scratch space, reading options."""
 
     def __init__(
         self,
         registry: HandlerSource,
-        archive: ArchiveReader,
+        archive: MemberReader,
         settings: Settings,
         *,
         plan: Plan | None = None,
@@ -167,7 +170,7 @@ class LoadContext:
         dtype: Any = None,
     ) -> None:
         self.registry = registry
-        self.archive = archive
+        self.reader = archive
         self.settings = settings
         self.plan = plan if plan is not None else Plan()
         self.policy = policy if policy is not None else ReadPolicy()
@@ -184,6 +187,14 @@ class LoadContext:
     @property
     def path_str(self) -> str:
         return join_path(self.path)
+
+    @property
+    def archive(self) -> ArchiveReader:
+        """The .zarc being read, for the handlers of zarchive's own node types (member ranges,
+        parsed headers, the mapping)."""
+        if not isinstance(self.reader, ArchiveReader):
+            raise self.error(f"a .zarc node type in a {type(self.reader).__name__} file")
+        return self.reader
 
     def error(
         self, message: str, *, member: str | None = None, cls: type[ZArchiveError] = FormatError
@@ -215,10 +226,11 @@ class LoadContext:
             if isinstance(node, list):
                 return [self.load(item, i) for i, item in enumerate(node)]
             if isinstance(node, dict):
-                tag = node.get("$type")
+                try:
+                    tag = self.registry.tag_of(node)
+                except ValueError as e:
+                    raise self.error(str(e)) from None
                 if tag is None:
-                    if any(k.startswith("$") for k in node):
-                        raise self.error("object with '$' keys but no '$type'")
                     return {k: self.load(v, k) for k, v in node.items()}
                 try:
                     return self.registry.for_tag(tag, tensors=self.policy.tensors).load(node, self)
@@ -257,7 +269,7 @@ class LoadContext:
         """A member's decoded, verified bytes, writable and this load's own (see `_own`); with
         `shared=True`, a view that may be shared with other loads, for bytes that are only parsed."""
         name = self._member(name)
-        data = self.archive.member_bytes(name, expected_size=expected_size)
+        data = self.reader.member_bytes(name, path=self.path_str, expected_size=expected_size)
         return data if shared else self._own(name, 0, data)
 
     def member_range(self, name: Any, begin: int, end: int, label: str) -> memoryview:
@@ -269,6 +281,8 @@ class LoadContext:
         """`data` as bytes that belong to this load: values built on them may be written to without
         changing what a later load from the same open archive sees (or what verify() checks). Within
         this load, the same range gives the same buffer, so tensors that shared storage still do."""
+        if not isinstance(self.reader, ArchiveReader):
+            return data  # other readers (ZANJ's) give every read bytes of its own
         key = (name, begin, data.nbytes)
         owned = self._owned.get(key)
         if owned is not None:
@@ -288,7 +302,7 @@ class LoadContext:
         return owned
 
     def member_entry(self, name: Any) -> dict[str, Any]:
-        return self.archive.member_entry(self._member(name))
+        return self.reader.member_entry(self._member(name), path=self.path_str)
 
     def _member(self, name: Any) -> str:
         if not isinstance(name, str):

@@ -5,17 +5,19 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .browse import TreeBrowser
 from .container.archive_reader import ArchiveReader
 from .container.parallel_verify import start_verifying
-from .context import LoadContext
+from .context import HandlerSource, LoadContext
 from .errors import FormatError, MemberNotFoundError, UnknownTypeError
 from .gcpause import gc_paused
+from .nodes.base import SchemaSource
+from .nodes.classes import ConfiguredModelSchema
 from .objpath import split_path
 from .options import Settings
-from .plan import Plan, Planner, ReadPolicy
+from .plan import MemberReader, Plan, Planner, ReadPolicy
 from .registry import HandlerRegistry
 
 if TYPE_CHECKING:
@@ -24,14 +26,31 @@ if TYPE_CHECKING:
 _NODE_ERRORS = (KeyError, TypeError, ValueError, IndexError, AttributeError)
 
 
-class LazyArchive(TreeBrowser):
-    """A zarchive opened for reading. Values taken from it stay valid after it is closed.
+class FileReader(MemberReader, Protocol):
+    """The opened file under an archive: its members, a progress hook, and closing it."""
 
-    Every load runs in two phases: a plan of the subtree (see zarchive.plan: checked, classes
-    resolved and trusted, limits applied, nothing constructed), then construction."""
+    on_read: Callable[[str, int], None] | None
+
+    def close(self) -> None: ...
+
+
+class ReadHandlers(SchemaSource, HandlerSource, Protocol):
+    """The handler set of a read: node schemas for the plan, handlers for construction."""
+
+
+class PlannedArchive(TreeBrowser):
+    """What every opened archive shares, whatever the file format: browsing the object tree through
+    the node schemas of its handler set, and loading in two phases: a plan of the subtree (see
+    zarchive.plan: checked, classes resolved and trusted, limits applied, nothing constructed), then
+    construction (zarchive.context.LoadContext). A subclass supplies the file (its MemberReader and
+    handler set) and what is particular to its format (`_root_node`, `manifest`, `members`, ...)."""
 
     def __init__(
-        self, reader: ArchiveReader, registry: HandlerRegistry, settings: Settings, policy: ReadPolicy | None = None
+        self,
+        reader: FileReader,
+        registry: ReadHandlers,
+        settings: Settings,
+        policy: ReadPolicy | None = None,
     ) -> None:
         self._reader = reader
         self._registry = registry
@@ -39,35 +58,10 @@ class LazyArchive(TreeBrowser):
         self._policy = policy if policy is not None else ReadPolicy()
         self._closed = False
 
-    # --- what is in it ---
     @property
-    def manifest(self) -> dict[str, Any]:
-        return self._reader.manifest
-
-    @property
-    def meta(self) -> dict[str, Any]:
-        return self._reader.metadata
-
-    metadata = meta
-
-    @property
-    def members(self) -> dict[str, dict[str, Any]]:
-        """Member name -> its metadata entry (codec, sizes, checksums)."""
-        return dict(self._reader.metadata["members"])
-
-    def entries(self, member: str) -> dict[str, dict[str, Any]]:
-        """A member's checksum entries (its header, each tensor), label -> {"offset", "size", "crc32"},
-        validated: the same shape whichever format version wrote them."""
-        if member not in self._reader.metadata["members"]:
-            raise MemberNotFoundError("no such member", member=str(member)[:200])
-        return self._reader.checked_entries(member)
-
-    def member_size(self, name: str) -> int:
-        """The stored size of any zip member, metadata.json included."""
-        info = self._reader.zip.members.get(name)
-        if info is None:
-            raise MemberNotFoundError("no such member", member=str(name)[:200])
-        return info.size
+    def policy(self) -> ReadPolicy:
+        """What reads from this archive may construct and read (trusted=, unresolved=, tensors=, limits)."""
+        return self._policy
 
     @property
     def on_read(self) -> Callable[[str, int], None] | None:
@@ -78,17 +72,24 @@ class LazyArchive(TreeBrowser):
     def on_read(self, fn: Callable[[str, int], None] | None) -> None:
         self._reader.on_read = fn
 
+    # --- browsing ---
     def _schema(self, tag: Any) -> Any:
         schema = self._registry.schema_for(tag)
         if schema is None:
             raise UnknownTypeError(f"no handler named {str(tag)[:100]!r}")
         return schema
 
+    def _tag(self, node: dict[str, Any]) -> Any:
+        try:
+            return self._registry.tag_of(node)
+        except ValueError as e:
+            raise FormatError(str(e)) from None
+
     def children(self, node: Any) -> dict[str, Any] | None:
         if isinstance(node, list):
             return {str(i): v for i, v in enumerate(node)}
         if isinstance(node, dict):
-            tag = node.get("$type")
+            tag = self._tag(node)
             if tag is None:
                 return dict(node)
             handler = self._schema(tag)
@@ -99,7 +100,7 @@ class LazyArchive(TreeBrowser):
         return None
 
     def child(self, node: Any, key: str) -> Any:
-        tag = node.get("$type") if isinstance(node, dict) else None
+        tag = self._tag(node) if isinstance(node, dict) else None
         if tag is None:
             return super().child(node, key)
         try:  # the schema may find one child without building its siblings (a 5,000-row table)
@@ -107,8 +108,22 @@ class LazyArchive(TreeBrowser):
         except _NODE_ERRORS as e:
             raise FormatError(f"malformed {str(tag)[:60]!r} node: {type(e).__name__}: {e}") from None
 
-    def _root_node(self) -> Any:
-        return self._reader.manifest["root"]
+    def summary(self, path: str = "") -> str:
+        """One line about the value at `path`."""
+        try:
+            return self.describe(self.node(path))
+        except FormatError as e:
+            raise FormatError(e.message, path=path) from None
+
+    def describe(self, node: Any) -> str:
+        """One line about a manifest node (its type and what it holds), without loading it."""
+        tag = self._tag(node) if isinstance(node, dict) else None
+        if tag is not None:
+            try:
+                return str(self._schema(tag).summary(node))
+            except _NODE_ERRORS as e:
+                raise FormatError(f"malformed node: {type(e).__name__}: {e}") from None
+        return type(node).__name__ if not isinstance(node, dict) else "dict"
 
     # --- planning ---
     def plan(self, path: str = "", *, root_class: type | None = None) -> Plan:
@@ -173,39 +188,7 @@ class LazyArchive(TreeBrowser):
     def load(self, *, map_location: Any = None, dtype: Any = None, root_class: type | None = None) -> Any:
         """Everything, the same as read()."""
         self._check_open()
-        if not (self._settings.verify and self._reader.source.mapped):
-            return self.get("", map_location=map_location, dtype=dtype, root_class=root_class)
-        # all will be read: checksum on the other cores while the objects are built; hand them out
-        # only once every checksum passed (damage found meanwhile explains a failed load best)
-        pending = start_verifying(self._reader)
-        try:
-            value = self.get("", map_location=map_location, dtype=dtype, root_class=root_class)
-        except BaseException:
-            pending.wait()
-            raise
-        pending.wait()
-        return value
-
-    def verify(self) -> list[tuple[str, str]]:
-        """Check every member against every recorded checksum: [(member, problem), ...]."""
-        self._check_open()
-        return self._reader.verify_all()
-
-    def summary(self, path: str = "") -> str:
-        """One line about the value at `path`."""
-        try:
-            return self.describe(self.node(path))
-        except FormatError as e:
-            raise FormatError(e.message, path=path) from None
-
-    def describe(self, node: Any) -> str:
-        """One line about a manifest node (its type and what it holds), without loading it."""
-        if isinstance(node, dict) and "$type" in node:
-            try:
-                return str(self._schema(node["$type"]).summary(node))
-            except _NODE_ERRORS as e:
-                raise FormatError(f"malformed node: {type(e).__name__}: {e}") from None
-        return type(node).__name__ if not isinstance(node, dict) else "dict"
+        return self.get("", map_location=map_location, dtype=dtype, root_class=root_class)
 
     # --- lifetime ---
     def close(self) -> None:
@@ -229,9 +212,6 @@ class LazyArchive(TreeBrowser):
     ) -> None:
         self.close()
 
-    def __repr__(self) -> str:
-        return f"<zarchive {len(self.members)} members, root: {self.summary()}>"
-
     def _repr_html_(self) -> str:
         """The object tree as nested HTML lists, for notebooks."""
 
@@ -239,7 +219,7 @@ class LazyArchive(TreeBrowser):
             kids = self.children(node) if depth < 8 else None
             label = (
                 self.describe(node)
-                if isinstance(node, dict) and "$type" in node
+                if isinstance(node, dict) and self._tag(node) is not None
                 else (type(node).__name__ if isinstance(node, (dict, list)) else repr(node)[:80])
             )
             if not kids:
@@ -249,4 +229,85 @@ class LazyArchive(TreeBrowser):
             more = f"<li>... {len(kids) - 50} more</li>" if len(kids) > 50 else ""
             return f"{html.escape(label)}<ul>{inner}{more}</ul>"
 
-        return f"<div class='zarchive'>{render(self.manifest['root'], 0)}</div>"
+        return f"<div class='zarchive'>{render(self._root_node(), 0)}</div>"
+
+
+class LazyArchive(PlannedArchive):
+    """A zarchive opened for reading. Values taken from it stay valid after it is closed.
+
+    Every load runs in two phases: a plan of the subtree (see zarchive.plan: checked, classes
+    resolved and trusted, limits applied, nothing constructed), then construction."""
+
+    format = "zarchive"
+    _reader: ArchiveReader
+
+    def __init__(
+        self, reader: ArchiveReader, registry: HandlerRegistry, settings: Settings, policy: ReadPolicy | None = None
+    ) -> None:
+        super().__init__(reader, registry, settings, policy)
+
+    # --- what is in it ---
+    @property
+    def manifest(self) -> dict[str, Any]:
+        return self._reader.manifest
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self._reader.metadata
+
+    metadata = meta
+
+    @property
+    def members(self) -> dict[str, dict[str, Any]]:
+        """Member name -> its metadata entry (codec, sizes, checksums)."""
+        return dict(self._reader.metadata["members"])
+
+    def entries(self, member: str) -> dict[str, dict[str, Any]]:
+        """A member's checksum entries (its header, each tensor), label -> {"offset", "size", "crc32"},
+        validated: the same shape whichever format version wrote them."""
+        if member not in self._reader.metadata["members"]:
+            raise MemberNotFoundError("no such member", member=str(member)[:200])
+        return self._reader.checked_entries(member)
+
+    def member_size(self, name: str) -> int:
+        """The stored size of any zip member, metadata.json included."""
+        info = self._reader.zip.members.get(name)
+        if info is None:
+            raise MemberNotFoundError("no such member", member=str(name)[:200])
+        return info.size
+
+    def _root_node(self) -> Any:
+        return self._reader.manifest["root"]
+
+    def model_tag(self, path: str = "") -> str | None:
+        """The class tag of the ConfiguredModel at `path`, or None when the value there is not one."""
+        node = self.node(path)
+        if isinstance(node, dict) and self._tag(node) == ConfiguredModelSchema.name:
+            tag = node.get("class")
+            return tag if isinstance(tag, str) else None
+        return None
+
+    # --- loading ---
+    def load(self, *, map_location: Any = None, dtype: Any = None, root_class: type | None = None) -> Any:
+        """Everything, the same as read()."""
+        self._check_open()
+        if not (self._settings.verify and self._reader.source.mapped):
+            return self.get("", map_location=map_location, dtype=dtype, root_class=root_class)
+        # all will be read: checksum on the other cores while the objects are built; hand them out
+        # only once every checksum passed (damage found meanwhile explains a failed load best)
+        pending = start_verifying(self._reader)
+        try:
+            value = self.get("", map_location=map_location, dtype=dtype, root_class=root_class)
+        except BaseException:
+            pending.wait()
+            raise
+        pending.wait()
+        return value
+
+    def verify(self) -> list[tuple[str, str]]:
+        """Check every member against every recorded checksum: [(member, problem), ...]."""
+        self._check_open()
+        return self._reader.verify_all()
+
+    def __repr__(self) -> str:
+        return f"<zarchive {len(self.members)} members, root: {self.summary()}>"

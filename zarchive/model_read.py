@@ -4,23 +4,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from .browse import OpenedArchive
 from .configured import ConfiguredModelBase
 from .errors import ConfigMismatchError, UnknownTypeError
-from .lazy import LazyArchive
+from .nodes.classes import ConfiguredModelSchema
 from .typeref import class_tag, is_model_class, resolve_class
 
-MODEL_TAG = "torch.ConfiguredModel"
+MODEL_TAG = ConfiguredModelSchema.name
 
 
-def read_model(arc: LazyArchive, expected: type[Any], *, map_location: Any = None, dtype: Any = None) -> Any:
-    """The model at the root of `arc`, an instance of `expected` or of a subclass of it."""
-    root = arc.manifest["root"]
-    if not (isinstance(root, dict) and root.get("$type") == MODEL_TAG):
-        kind = root.get("$type", "dict") if isinstance(root, dict) else type(root).__name__
+def read_model(arc: OpenedArchive, expected: type[Any], *, map_location: Any = None, dtype: Any = None) -> Any:
+    """The model at the root of `arc` (a .zarc or a ZANJ file), an instance of `expected` or of a
+    subclass of it."""
+    tag = arc.model_tag()
+    if tag is None:
         raise ConfigMismatchError(
-            f"the archive holds a {str(kind)[:100]!r}, not a ConfiguredModel; read it with zarchive.read"
+            f"the archive holds a {arc.summary()[:100]!r}, not a ConfiguredModel; read it with zarchive.read"
         )
-    cls = model_class_for(root.get("class"), expected)
+    cls = model_class_for(tag, expected)
     return arc.load(map_location=map_location, dtype=dtype, root_class=cls)
 
 

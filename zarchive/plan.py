@@ -16,16 +16,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from .errors import FormatError, UnknownTypeError, UnsafeArchiveError, UntrustedTypeError, VersionError, ZArchiveError
 from .nodes.base import SchemaSource
 from .objpath import join_path
 from .protocol import FORMAT_MAJOR, FORMAT_MINOR, FORMAT_VERSION
 from .typeref import CLASS_KINDS, class_tag, resolve_class
-
-if TYPE_CHECKING:
-    from .container.archive_reader import ArchiveReader
 
 MAX_DEPTH = 200
 DEFAULT_MAX_NODES = 20_000_000
@@ -115,8 +112,19 @@ class Plan:
         return sum(self.members.values()) + self.inline_bytes
 
 
-def file_version(reader: ArchiveReader) -> tuple[int, int]:
-    major, _, minor = str(reader.metadata.get("format_version", "1.0")).partition(".")
+class MemberReader(Protocol):
+    """What a read needs of the file: its members (container.ArchiveReader for a .zarc,
+    zanj.container.ZanjZip for a ZANJ file) and the zarchive format version it declares (a file of
+    another format read through the same machinery declares "1.0": it has no newer node types)."""
+
+    @property
+    def format_version(self) -> str: ...
+    def member_entry(self, name: str, *, path: str | None = None) -> dict[str, Any]: ...
+    def member_bytes(self, name: str, *, path: str | None = None, expected_size: int | None = None) -> memoryview: ...
+
+
+def file_version(reader: MemberReader) -> tuple[int, int]:
+    major, _, minor = reader.format_version.partition(".")
     return int(major), int(minor)
 
 
@@ -125,7 +133,7 @@ class Planner:
     resolving or refusing any (for `zarchive.audit`)."""
 
     def __init__(
-        self, registry: SchemaSource, reader: ArchiveReader, policy: ReadPolicy, *, audit: bool = False
+        self, registry: SchemaSource, reader: MemberReader, policy: ReadPolicy, *, audit: bool = False
     ) -> None:
         self.registry = registry
         self.reader = reader
@@ -150,6 +158,12 @@ class Planner:
     @property
     def path_str(self) -> str:
         return join_path(self.path)
+
+    @property
+    def given(self) -> dict[str, type]:
+        """The classes the caller gave by class (trusted=, a root class), by tag: a file that names
+        classes by bare name (ZANJ) may mean them."""
+        return self.policy.given
 
     def run(self, node: Any, path: list[str]) -> Plan:
         self.path = list(path)
@@ -184,10 +198,11 @@ class Planner:
                 return
             if not isinstance(node, dict):
                 raise self.error(f"unexpected JSON value of type {type(node).__name__}")
-            tag = node.get("$type")
+            try:
+                tag = self.registry.tag_of(node)
+            except ValueError as e:
+                raise self.error(str(e)) from None
             if tag is None:
-                if any(k.startswith("$") for k in node):
-                    raise self.error("object with '$' keys but no '$type'")
                 for k, v in node.items():
                     self.visit(v, k)
                 return
@@ -291,9 +306,12 @@ class Planner:
         resolved without the registry and trusted with the class that declares it."""
         self.plan.resolved.setdefault((tag, kind), cls)
 
-    def use_class(self, tag: Any, kind: str) -> type | None:
+    def use_class(self, tag: Any, kind: str, *, found: type | UnknownTypeError | None = None) -> type | None:
         """The read constructs an object of the class named `tag` (a `kind` from typeref.CLASS_KINDS):
-        the class, or None for a GenericObject."""
+        the class, or None for a GenericObject. `found`: the class the caller already found for
+        `tag`, or the error saying why it found none (a ZANJ file names classes by bare name, which
+        zanj.classes matches); without it a 'module:QualName' tag is resolved here. Either way the
+        class is checked against `trusted=` and `unresolved=` the same."""
         if not isinstance(tag, str):
             raise self.error(f"a {kind} node's 'class' must be a 'module:QualName' string")
         self.plan.classes.setdefault(tag, []).append(self.path_str)
@@ -301,19 +319,27 @@ class Planner:
         if key in self.plan.resolved:
             cls = self.plan.resolved[key]
         else:
-            cls = self._resolve(tag, kind)
+            cls = self._resolve(tag, kind, found)
             self.plan.resolved[key] = cls
         if cls is not None:
             for fn_tag, fname in field_functions(cls):
                 self.plan.classes.setdefault(fn_tag, []).append(join_path([*self.path, fname]))
         return cls
 
-    def _resolve(self, tag: str, kind: str) -> type | None:
+    def _resolve(self, tag: str, kind: str, found: type | UnknownTypeError | None) -> type | None:
         what, accept = CLASS_KINDS[kind]
         given = self.policy.given.get(tag)
+
+        def lookup() -> type:
+            if isinstance(found, type):
+                return found
+            if found is not None:
+                raise found
+            return resolve_class(tag, accept, what=what, path=self.path_str)
+
         if self.audit:
             try:
-                return given or resolve_class(tag, accept, what=what, path=self.path_str)
+                return given or lookup()
             except UnknownTypeError:
                 return None
         trusted = self.policy.trusted
@@ -324,11 +350,11 @@ class Planner:
                 path=self.path_str,
             )
         if given is not None:
-            if not accept(given):
+            if found is None and not accept(given):  # (a caller that found the class judged it itself)
                 raise UnknownTypeError(f"{tag!r} is not a {what} class", path=self.path_str)
             return given
         try:
-            return resolve_class(tag, accept, what=what, path=self.path_str)
+            return lookup()
         except UnknownTypeError as e:
             if self.policy.unresolved == "generic":
                 return None

@@ -168,6 +168,13 @@ class HandlerRegistry:
         return self._plugins
 
     # --- reading ---
+    def tag_of(self, node: dict[str, Any]) -> Any:
+        """A manifest object's "$type" (None: a plain dict)."""
+        tag = node.get("$type")
+        if tag is None and any(k.startswith("$") for k in node):
+            raise ValueError("object with '$' keys but no '$type'")
+        return tag
+
     def for_tag(self, tag: Any, *, path: str | None = None, tensors: str = "torch") -> Handler:
         """The handler reading nodes whose "$type" is `tag` (tensors="numpy": one that never imports torch)."""
         handler = self.find_tag(tag, tensors=tensors)

@@ -29,7 +29,7 @@ _SPECIAL = {"manifest.json": "(object tree)", "metadata.json": "(metadata)",
 
 
 def _root(arc: Any) -> Any:
-    return arc.manifest if is_zanj(arc) else arc.manifest["root"]
+    return arc.node("")
 
 
 def _node(arc: Any, objpath: str) -> Any:

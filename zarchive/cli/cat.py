@@ -43,7 +43,7 @@ def _is_container(arc: Any, node: Any) -> bool:
     if not isinstance(node, dict):
         return False
     if getattr(arc, "format", "") == "zanj":
-        from ..zanj.loader import node_kind
+        from ..zanj.nodes import node_kind
 
         return node_kind(node) in ("dict", "list")
     tag = node.get("$type")

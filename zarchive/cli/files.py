@@ -15,7 +15,6 @@ from .common import (
     CliError,
     check_file,
     import_modules,
-    is_zanj,
     show_path,
     walk_refs,
 )
@@ -36,7 +35,7 @@ def cmd_verify(args: Any) -> int:
         raise CliError(f"{args.path}: cannot read it as an archive: {e}") from None
     with arc:
         problems = list(arc.verify())
-        root = arc.manifest if is_zanj(arc) else arc.manifest["root"]
+        root = arc.node("")
         members = arc.members
         for ref, path, _ in walk_refs(arc, root):
             if ref not in members:

@@ -183,6 +183,11 @@ class ArchiveReader:
         if entry["crc32"] != crc_hex(self.zip.members[name].crc):
             raise IntegrityError("checksum mismatch", member=name)
 
+    @property
+    def format_version(self) -> str:
+        """The format version the metadata declares ("major.minor", checked on opening)."""
+        return str(self.metadata.get("format_version", "1.0"))
+
     # --- member access ---
     def is_checked(self, name: str) -> bool:
         """Whether member `name`'s bytes were checked against its CRC already (or are being checked)."""

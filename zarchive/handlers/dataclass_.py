@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import typing
+from collections.abc import Collection
 from typing import Any
 
 from ..context import LoadContext, Node, SaveContext
@@ -105,8 +107,24 @@ def load_dataclass(node: dict[str, Any], ctx: LoadContext, cls: type | None = No
     stored = expect(node, "fields", dict, ctx)
     if cls is None:  # unresolved="generic"
         return GenericObject(str(tag), {name: ctx.load(sub, name) for name, sub in stored.items()}, "dataclass")
+    return build_dataclass(cls, tag, stored, ctx)
+
+
+def build_dataclass(
+    cls: type,
+    tag: Any,
+    stored: dict[str, Any],
+    ctx: LoadContext,
+    *,
+    ignored: Collection[str] = (),
+    lists_as_tuples: bool = False,
+) -> Any:
+    """An instance of the dataclass `cls` from the file's field nodes `stored` (also for a ZANJ
+    file's dataclasses). Stored fields the class lacks are mismatches (except `ignored` ones);
+    `lists_as_tuples`: a list read for a field declared a tuple becomes a tuple (ZANJ writes tuples
+    as lists)."""
     known = {f.name: f for f in dataclasses.fields(cls)}
-    _report_dropped(stored, known, tag, cls, ctx)
+    _report_dropped({k: v for k, v in stored.items() if k not in ignored}, known, tag, cls, ctx)
 
     loaded: dict[str, Any] = {}
     for name, sub in stored.items():
@@ -114,6 +132,12 @@ def load_dataclass(node: dict[str, Any], ctx: LoadContext, cls: type | None = No
         if f is not None and getattr(f, "serialize", True):
             loaded[name] = ctx.load(sub, name)
     values = {name: apply_field_loaders(value, known[name], loaded, ctx.path) for name, value in loaded.items()}
+    if lists_as_tuples:
+        hints = _type_hints(cls)
+        for name, value in values.items():
+            hint = hints.get(name)
+            if isinstance(value, list) and not has_field_loader(known[name]) and _is_tuple_type(hint):
+                values[name] = tuple(value)
 
     _check_required([f.name for f in known.values() if f.init and f.name not in values and _required(f)], tag, cls, ctx)
     obj = _construct(cls, {n: v for n, v in values.items() if known[n].init}, ctx)
@@ -121,6 +145,17 @@ def load_dataclass(node: dict[str, Any], ctx: LoadContext, cls: type | None = No
         if not known[name].init:
             object.__setattr__(obj, name, value)  # works for frozen dataclasses too
     return obj
+
+
+def _type_hints(cls: type) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(cls)
+    except Exception:  # noqa: BLE001  # unresolvable forward references: what the fields record
+        return {f.name: f.type for f in dataclasses.fields(cls) if isinstance(f.type, type)}
+
+
+def _is_tuple_type(hint: Any) -> bool:
+    return hint is tuple or typing.get_origin(hint) is tuple
 
 
 def _required(f: dataclasses.Field[Any]) -> bool:
@@ -206,6 +241,7 @@ class NamedTupleHandler(NamedTupleSchema, Handler):
 __all__ = [
     "DataclassHandler",
     "NamedTupleHandler",
+    "build_dataclass",
     "is_dataclass_class",
     "is_namedtuple_class",
     "load_dataclass",

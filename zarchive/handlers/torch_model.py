@@ -121,15 +121,26 @@ def load_model(node: dict[str, Any], ctx: LoadContext, cls: type[Any]) -> Any:
         raise ctx.error("the model's state_dict is not a dict with string keys")
     training = expect(node, "training", bool, ctx)
 
-    budget = 2 * _state_bytes(sd) + REAL_BUILD_MARGIN
-    real_only = bool(node.get("unsaved_buffers") or node.get("tensor_attributes")) or cls in _REAL_BUILD
-    model = None if real_only else _load_on_meta(cls, config, sd, ctx, budget)
-    if model is None:
-        model = _load_weights(_build(cls, config, ctx, on_meta=False, budget=budget), sd, cls, ctx)
-        _place_unsaved_buffers(model, node.get("unsaved_buffers"), ctx)
+    real_only = bool(node.get("unsaved_buffers") or node.get("tensor_attributes"))
+    model = build_model(cls, config, sd, ctx, real_only=real_only)
+    _place_unsaved_buffers(model, node.get("unsaved_buffers"), ctx)
 
     model.train(training)
     _restore_training_flags(model, node.get("training_modules"), ctx)
+    return model
+
+
+def build_model(cls: type[Any], config: Any, sd: dict[str, Any], ctx: LoadContext, *, real_only: bool = False) -> Any:
+    """`cls(config)` holding exactly the loaded tensors of `sd` (also for a ZANJ file's models).
+
+    Built on meta and the tensors assigned where the class allows it; otherwise (or with
+    `real_only`: the model has state the state dict lacks) built for real, allocating at most
+    twice the bytes of `sd` plus REAL_BUILD_MARGIN. A config that asks for more than the archive
+    holds is refused (ConfigMismatchError or UnsafeArchiveError) before it allocates."""
+    budget = 2 * _state_bytes(sd) + REAL_BUILD_MARGIN
+    model = None if real_only or cls in _REAL_BUILD else _load_on_meta(cls, config, sd, ctx, budget)
+    if model is None:
+        model = _load_weights(_build(cls, config, ctx, on_meta=False, budget=budget), sd, cls, ctx)
     return model
 
 
@@ -350,4 +361,4 @@ def _restore_training_flags(model: torch.nn.Module, differing: Any, ctx: LoadCon
             ctx.mismatch(f"{type(model).__qualname__} has no submodule {str(name)[:100]!r} to set training={flag}")
 
 
-__all__ = ["ConfiguredModelHandler", "load_model"]
+__all__ = ["ConfiguredModelHandler", "build_model", "load_model"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Protocol
 
-from ..errors import FormatError
+from ..errors import FormatError, UnknownTypeError
 
 MISSING: Any = object()
 
@@ -34,7 +34,9 @@ class PlanSink(Protocol):
     def count_nodes(self, n: int) -> None: ...
     def inline_bytes(self, n: int) -> None: ...
     def callable_used(self, tag: str) -> None: ...
-    def use_class(self, tag: Any, kind: str) -> type | None: ...
+    @property
+    def given(self) -> dict[str, type]: ...
+    def use_class(self, tag: Any, kind: str, *, found: type | UnknownTypeError | None = None) -> type | None: ...
     def seed_class(self, tag: str, kind: str, cls: type) -> None: ...
 
 
@@ -72,6 +74,12 @@ def is_shape(x: Any) -> bool:
 
 
 class SchemaSource(Protocol):
-    """Where the planner finds the schema of a node type (zarchive.registry.HandlerRegistry)."""
+    """Where the planner finds the schema of a node type (zarchive.registry.HandlerRegistry, or
+    zarchive.zanj.handlers.ZanjHandlers for a ZANJ file)."""
+
+    def tag_of(self, node: dict[str, Any]) -> Any:
+        """The node type of a JSON object (None: a plain dict); a ValueError for an object that is
+        neither."""
+        ...
 
     def schema_for(self, tag: Any) -> NodeSchema | None: ...

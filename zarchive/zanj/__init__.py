@@ -2,8 +2,9 @@
 
 `zarchive.read("old.zanj")` and `zarchive.open("old.zanj")` come here when the file is a ZANJ zip
 (recognised by its `__zanj__.json` member, not by its name). The reader is written from the on-disk
-format alone: it shares no code with ZANJ, needs no ZANJ installed, and reads with zarchive's rules:
-nothing is unpickled, nothing is imported, classes are matched by name among those already here.
+format alone: it shares no code with ZANJ and needs no ZANJ installed. It reads with zarchive's own
+machinery and rules (a plan, then construction; the same read policy, limits and model budgets as a
+.zarc): nothing is unpickled, nothing is imported, classes are matched by name among those already here.
 `zarchive convert old.zanj new.zarc` turns one into a zarchive.
 """
 
@@ -15,17 +16,19 @@ from typing import Any
 from ..container.source import ByteSource, BytesSource, MappedSource
 from ..errors import FormatError, MemberNotFoundError
 from ..options import ErrorMode
-from .archive import DEFAULT_MAX_MEMBER_BYTES, ZanjArchive, describe, nbytes_of
+from ..plan import ReadPolicy
+from .archive import DEFAULT_MAX_MEMBER_BYTES, ZanjArchive
 from .container import MAIN_NAME, META_NAME, looks_like_zanj
+from .nodes import nbytes_of, node_kind
 
 __all__ = [
     "MAIN_NAME",
     "META_NAME",
     "ZanjArchive",
-    "describe",
     "is_zanj_file",
     "looks_like_zanj",
     "nbytes_of",
+    "node_kind",
     "open_if_zanj",
     "open_zanj",
     "read_zanj",
@@ -38,13 +41,19 @@ def open_zanj(
     error_mode: Any = ErrorMode.WARN,
     max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
     unknown: str = "error",
+    policy: ReadPolicy | None = None,
 ) -> ZanjArchive:
     """Open a ZANJ file. unknown="dict" reads dataclasses and models whose class is not here (and
-    formats this reader does not know) as plain dicts instead of raising UnknownTypeError."""
+    formats this reader does not know) as plain dicts instead of raising UnknownTypeError.
+    `policy`: trusted=, unresolved=, tensors= and limits, as zarchive.open takes them."""
     source = _source(file_path)
     try:
         return ZanjArchive(
-            source, error_mode=ErrorMode.parse(error_mode), max_member_bytes=max_member_bytes, unknown=unknown
+            source,
+            error_mode=ErrorMode.parse(error_mode),
+            max_member_bytes=max_member_bytes,
+            unknown=unknown,
+            policy=policy,
         )
     except BaseException:
         source.close()
@@ -59,13 +68,16 @@ def read_zanj(
         return arc.load(map_location=map_location, dtype=dtype)
 
 
-def open_if_zanj(source: ByteSource, za: Any) -> ZanjArchive | None:
-    """A ZanjArchive over `source` if it holds a ZANJ file, else None; used by ZArchive.open when
-    the zarchive reader rejected the file. The source is closed if reading it as ZANJ fails."""
+def open_if_zanj(source: ByteSource, za: Any, policy: ReadPolicy | None = None) -> ZanjArchive | None:
+    """A ZanjArchive over `source` if it holds a ZANJ file, else None; used by ZArchive.open (with
+    its read policy) when the zarchive reader rejected the file. The source is closed if reading it
+    as ZANJ fails."""
     if not looks_like_zanj(source):
         return None
     try:
-        return ZanjArchive(source, error_mode=za.settings.error_mode, max_member_bytes=za.max_decompressed)
+        return ZanjArchive(
+            source, error_mode=za.settings.error_mode, max_member_bytes=za.max_decompressed, policy=policy
+        )
     except BaseException:
         source.close()
         raise

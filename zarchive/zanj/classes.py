@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ..errors import UnknownTypeError
-from ..typeref import registered_classes
+from ..typeref import is_model_class, registered_classes
 
 SDC_SUFFIX = "(SerializableDataclass)"
 
@@ -55,8 +55,18 @@ def dataclass_candidates(name: str) -> list[type]:
     return _unique(found)
 
 
-def resolve_dataclass(name: str, stored_fields: Iterable[str], *, path: str | None) -> type:
-    """The dataclass a ZANJ "Name(SerializableDataclass)" node stands for."""
+def _given(name: str, given: Iterable[type], accept: Callable[[type], bool]) -> type | None:
+    """The one class of that name the reader was given (trusted=, a root class), if there is one."""
+    named = _unique(c for c in given if isinstance(c, type) and c.__name__ == name and accept(c))
+    return named[0] if len(named) == 1 else None
+
+
+def resolve_dataclass(name: str, stored_fields: Iterable[str], *, given: Iterable[type] = (), path: str | None) -> type:
+    """The dataclass a ZANJ "Name(SerializableDataclass)" node stands for: the class of that name
+    the read was given, else one among those here (see dataclass_candidates)."""
+    chosen = _given(name, given, dataclasses.is_dataclass)
+    if chosen is not None:
+        return chosen
     found = dataclass_candidates(name)
     if not found:
         raise UnknownTypeError(
@@ -80,13 +90,24 @@ def resolve_dataclass(name: str, stored_fields: Iterable[str], *, path: str | No
     )
 
 
-def model_candidates(name: str) -> list[type]:
-    """ConfiguredModel subclasses named `name`: zarchive's first, then ZANJ's own if it is imported."""
-    from ..configured import ConfiguredModelBase as ConfiguredModel
+def _is_model(cls: type) -> bool:
+    return is_model_class(cls) or _is_zanj_model(cls)
 
-    ours = [c for c in registered_classes().values() if isinstance(c, type) and issubclass(c, ConfiguredModel)]
-    ours += list(_subclasses(ConfiguredModel))
-    found = [c for c in _unique(ours) if c.__name__ == name]
+
+def _is_zanj_model(cls: type) -> bool:
+    zanj_base = getattr(sys.modules.get("zanj.torchutil"), "ConfiguredModel", None)
+    return isinstance(zanj_base, type) and isinstance(cls, type) and issubclass(cls, zanj_base)
+
+
+def model_candidates(name: str) -> list[type]:
+    """ConfiguredModel subclasses named `name`: zarchive's first, then ZANJ's own if it is imported.
+    Neither can exist before its module is imported, so nothing is imported here."""
+    base = getattr(sys.modules.get("zarchive.configured"), "ConfiguredModelBase", None)
+    found: list[type] = []
+    if isinstance(base, type):
+        ours = [c for c in registered_classes().values() if is_model_class(c)]
+        ours += list(_subclasses(base))
+        found = [c for c in _unique(ours) if c.__name__ == name]
     if found:
         return found
     zanj_torchutil = sys.modules.get("zanj.torchutil")
@@ -96,8 +117,14 @@ def model_candidates(name: str) -> list[type]:
     return []
 
 
-def resolve_model(name: str, module: Any, config_name: str | None, *, path: str | None) -> type:
-    """The ConfiguredModel class a ZANJ model node stands for (same class name, same config class name)."""
+def resolve_model(
+    name: str, module: Any, config_name: str | None, *, given: Iterable[type] = (), path: str | None
+) -> type:
+    """The ConfiguredModel class a ZANJ model node stands for (same class name, same config class
+    name): the class of that name the read was given, else one among those here."""
+    chosen = _given(name, given, _is_model)
+    if chosen is not None:
+        return chosen
     found = model_candidates(name)
     if not found:
         raise UnknownTypeError(

@@ -90,7 +90,10 @@ def loads_json(data: str | bytes | bytearray | memoryview, *, member: str) -> An
 
 
 class ZanjZip:
-    """The checked member table of a ZANJ zip, and bounded, checksummed member reads."""
+    """The checked member table of a ZANJ zip, and bounded, checksummed member reads (the
+    plan.MemberReader a read of a ZANJ file goes through)."""
+
+    format_version = "1.0"  # no zarchive node types of a newer version: every node is ZANJ's
 
     def __init__(self, source: ByteSource, *, max_member_bytes: int, max_members: int = MAX_MEMBERS) -> None:
         self.source = source
@@ -154,6 +157,30 @@ class ZanjZip:
             "stored_size": info.compress_size,
             "crc32": f"{info.CRC:08x}",
         }
+
+    def member_entry(self, name: str, *, path: str | None = None) -> dict[str, Any]:
+        """A data member's entry (codec, sizes, CRC): refused if it is missing, one of ZANJ's own
+        JSON members, or larger than the reader's size cap."""
+        info = self.members.get(name) if isinstance(name, str) else None
+        if info is None or name in (MAIN_NAME, META_NAME):
+            what = "one of the file's own JSON members" if info is not None else "a member it does not have"
+            raise MemberNotFoundError(f"the ZANJ file refers to {what}", member=str(name)[:200], path=path)
+        if info.file_size > self.max_member_bytes:
+            raise UnsafeArchiveError(
+                f"declares {info.file_size} uncompressed bytes, over the limit of {self.max_member_bytes}",
+                member=name,
+                path=path,
+            )
+        return self.entry(name)
+
+    def member_bytes(self, name: str, *, path: str | None = None, expected_size: int | None = None) -> memoryview:
+        """A data member's bytes, inflated and checked; every call gets bytes of its own (writable)."""
+        entry = self.member_entry(name, path=path)
+        if expected_size is not None and entry["size"] != expected_size:
+            raise UnsafeArchiveError(
+                f"the zip declares {entry['size']} bytes, the node needs {expected_size}", member=name, path=path
+            )
+        return memoryview(self.read(name, path=path))
 
     def read(self, name: str, *, path: str | None = None, limit: int | None = None) -> bytearray:
         """A member's bytes, inflated (never past its declared size) and checked against its CRC.

@@ -1,77 +1,60 @@
-"""ZANJ ConfiguredModels read into the matching model class here.
+"""ZANJ ConfiguredModels, read into the matching model class here.
 
 ZANJ writes a model as its class name, its config (a SerializableDataclass), its state dict and some
-information (module, source code, parameter count) that is shown but never run. The class is found by
-name among ConfiguredModel subclasses already imported (zarchive's first, then ZANJ's own); it must
-declare a config class of the same name as the file's. The model is built as `cls(config)` and the
-weights are loaded strictly, so a class that builds other shapes is a ConfigMismatchError.
+information (module, source code, parameter count) that is shown but never run. The plan found the
+class by name among ConfiguredModel subclasses already imported (zarchive's first, then ZANJ's own)
+and checked that it declares a config class of the same name as the file's. The model is built by
+the same code as a .zarc's (handlers.torch_model.build_model): on the meta device with the weights
+assigned where the class allows it, else for real within a budget set by the weights the file
+holds, so a config that asks for far more than that is refused before it allocates; the weights
+must fit exactly (a ConfigMismatchError otherwise).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ConfigMismatchError, UnknownTypeError
-from .classes import SDC_SUFFIX, config_class_of, resolve_model
-from .loader import FORMAT_KEY, ZanjLoader, node_kind
+import torch
+
+from ..context import LoadContext
+from ..handlers.base import Handler
+from ..handlers.torch_model import build_model
+from ..handlers.torch_types import place
+from ..typeref import class_tag
+from .handlers import ZanjReading, build_zanj_dataclass, generic_model
+from .nodes import ZanjModelSchema, model_config_class, model_for
 
 
-def load_model(ld: ZanjLoader, node: dict[str, Any]) -> Any:
-    """The model a ZANJ model node describes (or, with unknown="dict", a dict if its class is not here)."""
-    name = node[FORMAT_KEY]
-    cfg_node = node["zanj_model_config"]
-    if node_kind(cfg_node) != "dataclass":
-        raise ld.error("a ZANJ model's zanj_model_config must be a SerializableDataclass")
-    cfg_name = cfg_node[FORMAT_KEY][: -len(SDC_SUFFIX)]
-    try:
-        cls = resolve_model(name, node["meta"].get("module_name"), cfg_name, path=ld.path_str)
-    except UnknownTypeError:
-        if ld.unknown == "error":
-            raise
-        return {k: ld.load(v, k) for k, v in node.items() if k != "meta"}
-    cfg_cls = config_class_of(cls)
-    if cfg_cls is None or cfg_cls.__name__ != cfg_name:
-        raise ld.error(
-            f"{cls.__qualname__} takes a {getattr(cfg_cls, '__qualname__', None)} config; the file's {name} "
-            f"has a {cfg_name} config",
-            cls=ConfigMismatchError,
-        )
-    ld.path.append("zanj_model_config")
-    try:
-        config = ld.load_dataclass(cfg_node, cfg_cls)
-    finally:
-        ld.path.pop()
-    placement = (ld.map_location, ld.dtype)
-    ld.map_location = ld.dtype = None  # weights are copied into the model, which is moved after
-    try:
-        state = ld.load(node["state_dict"], "state_dict")
-    finally:
-        ld.map_location, ld.dtype = placement
-    records = ld.load(node.get("training_records"), "training_records")
-    return _build_model(ld, cls, config, state, records)
+class ZanjModelHandler(ZanjReading, ZanjModelSchema, Handler):
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
+        tag, _ = model_for(node, ctx.policy.given, ctx.path_str)
+        cls = ctx.resolve_class(tag, "ConfiguredModel")
+        if cls is None:  # not here, and the read asked for unresolved="generic" (or unknown="dict")
+            if self.unknown == "dict":
+                return {k: ctx.load(v, k) for k, v in node.items() if k != "meta"}
+            return generic_model(tag, node, ctx)
+        cfg_cls = model_config_class(cls, node, ctx.path_str)
+        ctx.path.append("zanj_model_config")
+        try:
+            config = build_zanj_dataclass(cfg_cls, class_tag(cfg_cls), node["zanj_model_config"], ctx)
+        finally:
+            ctx.path.pop()
+        state = ctx.load(node["state_dict"], "state_dict")
+        if not isinstance(state, dict) or not all(
+            isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
+        ):
+            raise ctx.error("a ZANJ model's state_dict must map names to tensors")
+        records = ctx.load(node.get("training_records"), "training_records")
+        model = build_model(cls, config, state, ctx)
+        if records is not None or hasattr(model, "training_records"):
+            model.training_records = records
+        # buffers the state dict leaves out (non-persistent ones) follow the weights
+        device = place("cpu", ctx)
+        if device is not None and device.type != "meta":
+            model = model.to(device)
+        if ctx.dtype is not None:
+            model = model.to(ctx.dtype)
+        return model
 
 
-def _build_model(ld: ZanjLoader, cls: type, config: Any, state: Any, records: Any) -> Any:
-    import torch
-
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise ld.error("a ZANJ model's state_dict must map names to tensors")
-    try:
-        model = cls(config)
-    except Exception as e:  # the class's own __init__ rejected the config
-        raise ld.error(f"{cls.__qualname__}(config) failed: {type(e).__name__}: {e}", cls=ConfigMismatchError) from e
-    try:
-        model.load_state_dict(state, strict=True)
-    except RuntimeError as e:
-        raise ld.error(
-            f"the file's weights do not fit {cls.__qualname__} built from its config: {str(e)[:500]}",
-            cls=ConfigMismatchError,
-        ) from e
-    if records is not None or hasattr(model, "training_records"):
-        model.training_records = records
-    device = ld.target_device()
-    if device is not None:
-        model = model.to(device)
-    if ld.dtype is not None:
-        model = model.to(ld.dtype)
-    return model
+__all__ = ["ZanjModelHandler"]

@@ -1,0 +1,239 @@
+"""Constructing a ZANJ file's values (phase two of the read, through zarchive.context.LoadContext).
+
+Each handler is the schema of its node type (zanj.nodes) plus `load`. `.npy` members go through
+zarchive's own header parser (never numpy's pickle fallback); classes are the ones the plan found and
+checked (`ctx.resolve_class`), never imported; tuples come back as lists, as ZANJ writes them, except
+in a dataclass field declared a tuple. torch and pandas are imported only to build a tensor or a table.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+from typing import Any
+
+import numpy as np
+
+from ..container import npy
+from ..context import LoadContext, Node, SaveContext
+from ..generic import GenericObject
+from ..handlers.base import Handler
+from ..handlers.dataclass_ import build_dataclass
+from .nodes import (
+    FORMAT_KEY,
+    REF_KEY,
+    SDC_SUFFIX,
+    ZanjArraySchema,
+    ZanjDataclassSchema,
+    ZanjExternalListSchema,
+    ZanjFrameSchema,
+    ZanjModelSchema,
+    ZanjSetSchema,
+    ZanjTensorSchema,
+    ZanjUnknownSchema,
+    array_layout,
+    dataclass_for,
+    fields_of,
+    jsonl_member,
+    npy_member,
+    parse_jsonl,
+)
+
+
+class ZanjReading:
+    """A handler that only reads (ZANJ files are read, never written)."""
+
+    name: str
+
+    def accepts(self, cls: type) -> bool:
+        return False
+
+    def save(self, obj: Any, ctx: SaveContext) -> Node:
+        raise ctx.error(f"{self.name!r} nodes are read from ZANJ files; zarchive writes .zarc")
+
+
+# --- arrays and tensors ---
+def load_array(node: dict[str, Any], ctx: LoadContext) -> np.ndarray:
+    """The array an array or tensor node holds (checked against its dtype and shape again)."""
+    mode, dtype, shape = array_layout(node, ctx.path_str)
+    if mode == "external":
+        name = npy_member(node.get(REF_KEY), ctx.path_str)
+        arrays: dict[str, np.ndarray] = ctx.state("zanj.npy", dict)  # a member read twice is one array
+        arr = arrays.get(name)
+        if arr is None:
+            arr = arrays[name] = npy.parse(ctx.member_bytes(name), member=name)
+        if arr.dtype != dtype or arr.shape != shape:
+            raise ctx.error(
+                f"the .npy header says {arr.dtype.str}{list(arr.shape)}, the node {dtype.str}{list(shape)}",
+                member=name,
+            )
+        return arr
+    if mode in ("array_list_meta", "zero_dim"):
+        arr = np.array(node["data"], dtype=dtype)
+    else:
+        text = node["data"]
+        try:
+            raw = bytes.fromhex(text) if mode == "array_hex_meta" else base64.b64decode(text, validate=True)
+        except (ValueError, binascii.Error) as e:
+            raise ctx.error(f"bad encoded array data: {e}") from None
+        if len(raw) != math.prod(shape) * dtype.itemsize:
+            raise ctx.error("encoded array bytes do not match its shape and dtype")
+        arr = np.frombuffer(bytearray(raw), dtype=dtype).reshape(shape)
+    if arr.shape != shape:
+        raise ctx.error(f"array data has shape {list(arr.shape)}, the node says {list(shape)}")
+    return arr
+
+
+class ZanjArrayHandler(ZanjReading, ZanjArraySchema, Handler):
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> np.ndarray:
+        return load_array(node, ctx)
+
+
+class ZanjTensorHandler(ZanjReading, ZanjTensorSchema, Handler):
+    """A tensor (ZANJ saved them all from the CPU), placed by the read's map_location and dtype;
+    with tensors="numpy", the array."""
+
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
+        arr = load_array(node, ctx)
+        if not arr.dtype.isnative:
+            arr = arr.astype(arr.dtype.newbyteorder("="))
+        if ctx.tensors == "numpy":
+            return arr
+        import torch
+
+        from ..handlers.torch_types import place
+
+        try:
+            t = torch.from_numpy(arr)
+        except TypeError as e:
+            raise ctx.error(f"an array of dtype {arr.dtype} cannot be a torch tensor: {e}") from None
+        device = place("cpu", ctx)
+        if device is not None:
+            t = torch.empty(t.shape, dtype=t.dtype, device="meta") if device.type == "meta" else t.to(device)
+        if ctx.dtype is not None and t.is_floating_point():
+            t = t.to(ctx.dtype)
+        return t
+
+
+# --- tables, lists, sets ---
+def _json_key(col: Any) -> str:
+    """The key json.dumps gave a DataFrame column in each row record."""
+    if isinstance(col, str):
+        return col
+    if col is None or isinstance(col, bool):
+        return {None: "null", True: "true", False: "false"}[col]
+    return repr(col) if isinstance(col, float) else str(col)
+
+
+class ZanjFrameHandler(ZanjReading, ZanjFrameSchema, Handler):
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
+        import pandas as pd
+
+        records: Any = node.get("data")
+        if REF_KEY in node:
+            member = jsonl_member(node[REF_KEY], ctx.path_str)
+            records = parse_jsonl(ctx.member_bytes(member, shared=True), member)
+        if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+            raise ctx.error("a DataFrame's rows must be a list of JSON objects")
+        columns = node.get("columns")
+        if columns is None:
+            columns = list(dict.fromkeys(k for r in records for k in r))
+        if not isinstance(columns, list) or not all(
+            isinstance(c, (str, int, float, bool)) or c is None for c in columns
+        ):
+            raise ctx.error("a DataFrame's columns must be a list of JSON scalars")
+        keys = [_json_key(c) for c in columns]
+        rows = [[r.get(k) for k in keys] for r in records]
+        return pd.DataFrame.from_records(rows, columns=columns) if rows else pd.DataFrame(columns=columns)
+
+
+class ZanjExternalListHandler(ZanjReading, ZanjExternalListSchema, Handler):
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
+        member = jsonl_member(node.get(REF_KEY), ctx.path_str)
+        items = [ctx.load(v, i) for i, v in enumerate(parse_jsonl(ctx.member_bytes(member, shared=True), member))]
+        return tuple(items) if node[FORMAT_KEY].startswith("tuple") else items
+
+
+def _hashable(value: Any) -> Any:
+    """Lists inside set items were tuples before ZANJ wrote them."""
+    if isinstance(value, list):
+        return tuple(_hashable(v) for v in value)
+    return value
+
+
+class ZanjSetHandler(ZanjReading, ZanjSetSchema, Handler):
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
+        data = node.get("data")
+        if not isinstance(data, list):
+            raise ctx.error("a set's items must be a list")
+        items = [_hashable(ctx.load(v, i)) for i, v in enumerate(data)]
+        try:
+            return frozenset(items) if node[FORMAT_KEY] == "frozenset" else set(items)
+        except TypeError as e:
+            ctx.mismatch(f"a set holds unhashable items ({e}); it is read as a list")
+            return items
+
+
+# --- classes ---
+def build_zanj_dataclass(cls: type, tag: str, node: dict[str, Any], ctx: LoadContext) -> Any:
+    """An instance of `cls` from a ZANJ dataclass node (its properties ZANJ also wrote are not
+    fields: they are left out without a mismatch)."""
+    extras = set(getattr(cls, "_properties_to_serialize", ()) or ())
+    return build_dataclass(cls, tag, fields_of(node), ctx, ignored=extras, lists_as_tuples=True)
+
+
+class ZanjDataclassHandler(ZanjReading, ZanjDataclassSchema, Handler):
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
+        tag, _ = dataclass_for(node, ctx.policy.given, ctx.path_str)
+        cls = ctx.resolve_class(tag, "dataclass")
+        if cls is None:  # not here, and the read asked for unresolved="generic" (or unknown="dict")
+            if self.unknown == "dict":
+                return {k: ctx.load(v, k) for k, v in node.items()}
+            fields = {k: ctx.load(v, k) for k, v in fields_of(node).items()}
+            return GenericObject(tag, fields, "dataclass")
+        return build_zanj_dataclass(cls, tag, node, ctx)
+
+
+def generic_model(tag: str, node: dict[str, Any], ctx: LoadContext) -> GenericObject:
+    """A model node as a GenericObject: its config, its state dict and its training records."""
+    fields = {k: ctx.load(node.get(k), k) for k in ("zanj_model_config", "state_dict", "training_records")}
+    return GenericObject(tag, fields, "ConfiguredModel")
+
+
+class ZanjModelAsGeneric(ZanjReading, ZanjModelSchema, Handler):
+    """A model read with tensors="numpy": its config and numpy weights; nothing is built (and torch
+    is not imported)."""
+
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
+        return generic_model(node[FORMAT_KEY], node, ctx)
+
+
+class ZanjUnknownHandler(ZanjReading, ZanjUnknownSchema, Handler):
+    """Only reached with unknown="dict" (the plan refuses unknown formats otherwise)."""
+
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
+        if self.unknown != "dict":
+            raise ctx.error(f"the ZANJ format {str(node.get(FORMAT_KEY))[:100]!r} is not one this reader knows")
+        return {k: ctx.load(v, k) for k, v in node.items()}
+
+
+HANDLERS: tuple[type[Handler], ...] = (
+    ZanjArrayHandler,
+    ZanjTensorHandler,
+    ZanjFrameHandler,
+    ZanjExternalListHandler,
+    ZanjSetHandler,
+    ZanjDataclassHandler,
+    ZanjUnknownHandler,
+)
+
+__all__ = [
+    "HANDLERS",
+    "SDC_SUFFIX",
+    "ZanjModelAsGeneric",
+    "ZanjReading",
+    "build_zanj_dataclass",
+    "generic_model",
+    "load_array",
+]
