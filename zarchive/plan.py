@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from .container.source import ByteSource
 from .errors import FormatError, UnknownTypeError, UnsafeArchiveError, UntrustedTypeError, VersionError, ZArchiveError
 from .nodes.base import SchemaSource
 from .objpath import join_path
@@ -119,6 +120,8 @@ class MemberReader(Protocol):
 
     @property
     def format_version(self) -> str: ...
+    @property
+    def source(self) -> ByteSource: ...
     def member_entry(self, name: str, *, path: str | None = None) -> dict[str, Any]: ...
     def member_bytes(self, name: str, *, path: str | None = None, expected_size: int | None = None) -> memoryview: ...
 
@@ -145,10 +148,10 @@ class Planner:
         major, minor = file_version(reader)
         self.version = f"{major}.{minor}"
         self.newer = major == FORMAT_MAJOR and minor > FORMAT_MINOR
-        self._mapped = bool(getattr(reader.source, "mapped", False))
+        self._mapped = reader.source.mapped
         limit = policy.max_read_bytes
         if limit is None:
-            limit = DEFAULT_READ_BYTES_BASE + DEFAULT_READ_BYTES_PER_FILE_BYTE * int(getattr(reader.source, "size", 0))
+            limit = DEFAULT_READ_BYTES_BASE + DEFAULT_READ_BYTES_PER_FILE_BYTE * reader.source.size
         self.max_read_bytes = limit
 
     @property
