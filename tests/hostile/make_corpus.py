@@ -301,6 +301,9 @@ def _model(cls: str, width: int) -> Callable[[], bytes]:
     return build
 
 
+case("inline_strings_of_gigabytes", "UnsafeArchiveError", "over max_read_bytes")(
+    lambda: with_root({"$type": "numpy.ndarray", "dtype": "|S2147483647", "shape": [3], "data": ["a", "b", "c"]})
+)
 case("model_config_asks_terabytes", "ConfigMismatchError", "do not fit|does not match")(_model("Wide", 10**6))
 case("model_real_build_asks_terabytes", "UnsafeArchiveError", "asked for more than")(_model("WideNoMeta", 10**6))
 case("dollar_keys_without_type", "FormatError", "no '\\$type'")(lambda: with_root({"$ref": "x", "a": 1}))

@@ -170,6 +170,10 @@ class ListHandler(ListSchema, Handler):
     def load(self, node: dict[str, Any], ctx: LoadContext) -> list[Any]:
         length = expect(node, "length", int, ctx)
         nbytes = expect(node, "nbytes", int, ctx)
+        memo: dict[tuple[Any, Any, int], list[Any]] = ctx.state("list.memo", dict)
+        key = (node.get("$ref"), node.get("items"), length)
+        if isinstance(key[0], str) and key in memo:  # nodes naming one member share one list
+            return memo[key]
         data = ctx.member_bytes(node.get("$ref"), expected_size=nbytes, shared=True)
         values = decode_jsonl(data, length, member=node["$ref"])
         if points_at_member(values):  # never written (see save): would allow ref cycles and 2**n blow-ups
@@ -177,8 +181,10 @@ class ListHandler(ListSchema, Handler):
         if node.get("items") == "plain":
             if not all(_is_plain_json(v) for v in values):
                 raise ctx.error("a 'plain' list holds nodes", member=node["$ref"])
-            return values
-        return [ctx.load(v, i) for i, v in enumerate(values)]
+        else:
+            values = [ctx.load(v, i) for i, v in enumerate(values)]
+        memo[key] = values
+        return values
 
 
 class TupleHandler(TupleSchema, Handler):

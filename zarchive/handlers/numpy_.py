@@ -112,8 +112,15 @@ class NumpyArrayHandler(NumpyArraySchema, Handler):
     ) -> np.ndarray:
         name = node["$ref"]
         memo: dict[str, np.ndarray] = ctx.state("numpy.memo", dict)
-        if isinstance(name, str) and name in memo:
-            return memo[name]
+        arr = memo.get(name) if isinstance(name, str) else None
+        if arr is not None:  # another node naming the same member: the same array, if it says the same
+            if arr.dtype != dtype or arr.shape != shape:
+                raise FormatError(
+                    f"the member holds {arr.dtype.str}{list(arr.shape)}, this node says {dtype.str}{list(shape)}",
+                    member=name,
+                    path=ctx.path_str,
+                )
+            return arr
         entry = ctx.member_entry(name)
         data_bytes = math.prod(shape) * dtype.itemsize
         if not data_bytes <= entry["size"] <= data_bytes + npy.MAX_HEADER_BYTES + 12:

@@ -42,7 +42,17 @@ class BytesHandler(BytesSchema, Handler):
     def load(self, node: dict[str, Any], ctx: LoadContext) -> bytes | bytearray:
         if "$ref" in node:
             nbytes = expect(node, "nbytes", int, ctx)
-            data = bytes(ctx.member_bytes(node["$ref"], expected_size=nbytes, shared=True))
+            memo: dict[tuple[str, bool], bytes | bytearray] = ctx.state("bytes.memo", dict)
+            name, mutable = node["$ref"], node.get("bytearray") is True
+            shared = memo.get((name, mutable)) if isinstance(name, str) else None
+            if shared is not None:  # nodes naming one member share one value (a hostile file's 20 nodes
+                if len(shared) != nbytes:  # naming one big member cost it once, not 20 times)
+                    raise ctx.error(f"the member holds {len(shared)} bytes, this node says {nbytes}", member=name)
+                return shared
+            data = bytes(ctx.member_bytes(name, expected_size=nbytes, shared=True))
+            value = bytearray(data) if mutable else data
+            memo[(name, mutable)] = value
+            return value
         else:
             text = expect(node, "base64", str, ctx)
             try:
