@@ -61,9 +61,8 @@ def test_an_array_node_describing_its_member_differently_is_refused(tmp_path: Pa
     path = _copies(tmp_path / "a.zarc", tmp_path / "a2.zarc", "a", 1, as_float)
     with pytest.raises(zarchive.FormatError, match="member holds <i4\\[1000\\], this node says <f4\\[1000\\]"):
         zarchive.read(path)  # before: the float node silently got the int array
-    with pytest.raises(zarchive.FormatError):
-        with zarchive.open(path) as arc:
-            arc["a0"]  # a lazy fetch says the same
+    with pytest.raises(zarchive.FormatError), zarchive.open(path) as arc:
+        arc["a0"]  # a lazy fetch says the same
 
 
 def test_a_tensor_node_describing_its_entry_differently_is_refused(tmp_path: Path) -> None:
