@@ -17,11 +17,16 @@ a second get through, so ZARCHIVE_FUZZ_EXAMPLES=6000 (42,000 cases) takes about 
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import json
 import os
+import resource
 import struct
+import tempfile
 import time
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +40,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import zarchive
+from zarchive.cli import main as cli_main
 from zarchive.registry import default_handlers
 
 EXAMPLES = int(os.environ.get("ZARCHIVE_FUZZ_EXAMPLES", "100"))
@@ -47,6 +53,14 @@ FUZZ = settings(
     suppress_health_check=list(HealthCheck),
 )
 COUNTS: dict[str, int] = {}
+CLI_CASES: list[int] = []  # cases that also ran every CLI command
+# In the long run every case runs under an address-space limit: 4 GiB more than the process has mapped
+# when the run starts (torch alone maps several GiB it never touches), so a case that tries to allocate
+# what the file does not hold fails (a MemoryError that is not a ZArchiveError fails the test).
+if LONG_RUN:
+    with open("/proc/self/status") as _status:
+        _vm = next(int(line.split()[1]) * 1024 for line in _status if line.startswith("VmSize"))
+    resource.setrlimit(resource.RLIMIT_AS, (_vm + (4 << 30), resource.RLIM_INFINITY))
 
 
 def _bases() -> dict[str, bytes]:
@@ -83,15 +97,34 @@ JSON = json_values(MEMBERS, HANDLERS)
 FIELDS = field_values(JSON)
 
 
+def _cli(*argv: str) -> int:
+    """One CLI command in this process, its output discarded: the exit status."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        code = cli_main(list(argv))
+    if code == 3:  # say what the unexpected failure was
+        print(out.getvalue()[-2000:])
+    return code
+
+
 def attempt(data: bytes) -> str:
-    """Everything a reader may do with a file; only ZArchiveErrors may come out. Returns the outcome."""
+    """Everything a reader may do with a file: read (mapped, in memory, with trusted=(), generically,
+    tensors as numpy), open and browse and fetch, audit, verify, and every CLI command (ls, show, meta,
+    cat, verify, audit, extract, convert: on one case in ten, chosen by the bytes' CRC). Only
+    ZArchiveErrors may come out of the library, and the CLI exits 0, 1 or 2, never 3. Returns the
+    outcome of the plain read."""
     start = time.monotonic()
     outcome = "ok"
-    for lazy in (True, False):
+    for kw in ({"lazy": True}, {"lazy": False}, {"trusted": ()}, {"unresolved": "generic"}, {"tensors": "numpy"}):
         try:
-            zarchive.read(data, lazy=lazy)
+            zarchive.read(data, **kw)
         except zarchive.ZArchiveError:
-            outcome = "error"
+            if kw.get("lazy"):
+                outcome = "error"
+    try:
+        zarchive.audit(data)
+    except zarchive.ZArchiveError:
+        pass
     try:
         with zarchive.ZArchive(verify=False).open(data) as arc:
             arc.verify()
@@ -108,6 +141,22 @@ def attempt(data: bytes) -> str:
                 todo += [f"{path}/{k}".strip("/") for k in arc.keys(path)[:10]]
     except zarchive.ZArchiveError:
         pass
+    if zlib.crc32(data) % 10:  # the CLI costs ten times the rest: every command on one case in ten
+        assert time.monotonic() - start < 30, "one case took more than 30 s"
+        return outcome
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "case.zarc")
+        with open(path, "wb") as f:
+            f.write(data)
+        commands = [
+            ("ls", path), ("show", path), ("meta", path), ("verify", path), ("audit", path),
+            ("cat", path, "model/w"), ("extract", path, os.path.join(d, "out")),
+            ("convert", path, os.path.join(d, "out.safetensors")),
+        ]  # fmt: skip
+        CLI_CASES.append(1)
+        for argv in commands:
+            code = _cli(*argv)
+            assert code in (0, 1, 2), f"zarchive {argv[0]} exited {code} (unexpected)"
     assert time.monotonic() - start < 30, "one case took more than 30 s"
     return outcome
 
@@ -329,5 +378,5 @@ def test_fuzz_bases_are_valid() -> None:
 @pytest.fixture(scope="module", autouse=True)
 def report_counts() -> Any:
     yield
-    if LONG_RUN:
-        print(f"\nfuzz: {sum(COUNTS.values())} cases survived: {COUNTS}")
+    if LONG_RUN or os.environ.get("ZARCHIVE_FUZZ_REPORT"):
+        print(f"\nfuzz: {sum(COUNTS.values())} cases survived: {COUNTS} ({len(CLI_CASES)} with every CLI command)")

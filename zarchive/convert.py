@@ -207,7 +207,8 @@ def _identity(node: dict[str, Any], path: list[str]) -> tuple[Any, ...]:
     ref = node.get("$ref")
     if ref is None:
         return ("inline", tuple(path))
-    return (node.get("$type"), ref, node.get("key"), json.dumps(node.get("view"), sort_keys=True))
+    fields = (node.get("$type"), ref, node.get("key"), node.get("view"))  # from the file: any JSON, so as text
+    return tuple(json.dumps(f, sort_keys=True) for f in fields)
 
 
 def _names(paths: list[list[str]], notes: list[str]) -> list[str]:
