@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+import sys
 from typing import Any
 
 import numpy as np
@@ -179,7 +180,9 @@ class ZanjSetHandler(ZanjReading, ZanjSetSchema, Handler):
 def build_zanj_dataclass(cls: type, tag: str, node: dict[str, Any], ctx: LoadContext) -> Any:
     """An instance of `cls` from a ZANJ dataclass node (its properties ZANJ also wrote are not
     fields: they are left out without a mismatch)."""
-    extras = set(getattr(cls, "_properties_to_serialize", ()) or ())
+    from .._compat.muutils import serialized_properties  # a SerializableDataclass: muutils is imported
+
+    extras = serialized_properties(cls) if "muutils.json_serialize" in sys.modules else set()
     return build_dataclass(cls, tag, fields_of(node), ctx, ignored=extras, lists_as_tuples=True)
 
 
