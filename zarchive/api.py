@@ -56,7 +56,8 @@ class ZArchive:
     progress: None shows a tqdm bar for saves and reads of 64 MiB or more when stderr is a terminal;
         True always shows one, False never.
     max_nodes, max_read_bytes: a read refuses a file whose manifest has more nodes, or whose values
-        would allocate more bytes (decompressed members, inline data; mapped members cost nothing),
+        would allocate more bytes (decompressed members, inline data, members read into memory; members
+        mapped with mmap=True cost nothing),
         than these, checked before anything is built. max_read_bytes=None: 1 GiB + 64 x the file's size.
 
     Paths may also be fsspec URLs ("s3://bucket/run.zarc", "memory://x.zarc"; `storage_options=` go
