@@ -570,7 +570,7 @@ def test_loaded_training_state_does_not_keep_the_file_mapped(tmp_path: Path) -> 
         gc.collect()
         return str(path) in Path("/proc/self/maps").read_text()
 
-    rest = zarchive.load_checkpoint(path, _model(seed=1), opt)
+    rest = zarchive.load_checkpoint(path, _model(seed=1), opt, za=zarchive.ZArchive(mmap=True))
     assert mapped()  # the returned tensor views the file (the check can see a mapping)
     del rest
     assert not mapped()  # the optimizer state was copied out of it

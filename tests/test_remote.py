@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import zarchive
-from zarchive.container.source import MappedSource
+from zarchive.container.source import LocalFileSource, MappedSource
 from zarchive.remote import RemoteSource, is_file_object, is_url
 
 fsspec = pytest.importorskip("fsspec")
@@ -84,12 +84,15 @@ def test_interrupted_upload_is_rejected_not_misread(mem_url):
         zarchive.read(url)
 
 
-def test_file_url_is_saved_and_mapped_like_a_local_path(tmp_path):
+def test_file_url_is_saved_and_read_like_a_local_path(tmp_path):
     target = tmp_path / "sub" / "f.zarc"
     url = target.as_uri()
     assert zarchive.save(_sample(), url) == url
     assert target.is_file() and not [p for p in target.parent.iterdir() if p != target]  # no temp left
     with zarchive.open(url) as arc:
+        assert isinstance(arc._reader.source, LocalFileSource)
+        _check(arc.load(), _sample())
+    with zarchive.open(url, mmap=True) as arc:
         assert isinstance(arc._reader.source, MappedSource)
         _check(arc.load(), _sample())
 

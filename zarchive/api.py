@@ -10,7 +10,7 @@ from typing import Any
 from .browse import OpenedArchive
 from .container.archive_reader import DEFAULT_MAX_DECOMPRESSED, ArchiveReader
 from .container.archive_writer import atomic_write, choose_codecs, write_archive
-from .container.source import ByteSource, BytesSource, MappedSource
+from .container.source import ByteSource, BytesSource, open_local
 from .context import SaveContext
 from .errors import FormatError, MemberNotFoundError
 from .gcpause import gc_paused
@@ -46,10 +46,18 @@ class ZArchive:
         dataclass field that the class no longer has.
     durable: fsync the archive and its directory before save() returns.
     verify: check checksums of every member read (switch off only for trusted files).
+    mmap: False (default): values read from a local file are copied into memory of their own (read
+        with pread, only what is asked for), so nothing another process does to the file can
+        crash them. True: uncompressed arrays and tensors are zero-copy views of a private mapping
+        of the file (faster full reads, no anonymous memory); if another process truncates the file
+        while they live, touching them kills the interpreter with SIGBUS (as with safetensors'
+        load_file or torch.load(mmap=True)): only for files nothing rewrites in place meanwhile.
+        (zarchive's own saves replace files, they never truncate them.)
     progress: None shows a tqdm bar for saves and reads of 64 MiB or more when stderr is a terminal;
         True always shows one, False never.
     max_nodes, max_read_bytes: a read refuses a file whose manifest has more nodes, or whose values
-        would allocate more bytes (decompressed members, inline data; mapped members cost nothing),
+        would allocate more bytes (decompressed members, inline data, members read into memory; members
+        mapped with mmap=True cost nothing),
         than these, checked before anything is built. max_read_bytes=None: 1 GiB + 64 x the file's size.
 
     Paths may also be fsspec URLs ("s3://bucket/run.zarc", "memory://x.zarc"; `storage_options=` go
@@ -67,6 +75,7 @@ class ZArchive:
         *,
         durable: bool = True,
         verify: bool = True,
+        mmap: bool = False,
         max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
         max_nodes: int = DEFAULT_MAX_NODES,
         max_read_bytes: int | None = None,
@@ -82,6 +91,9 @@ class ZArchive:
             durable=durable,
             verify=verify,
         )
+        if not isinstance(mmap, bool):
+            raise TypeError(f"mmap must be True or False, not {mmap!r}")
+        self.mmap = mmap
         self.max_decompressed = max_decompressed
         self.max_nodes = max_nodes
         self.max_read_bytes = max_read_bytes
@@ -160,13 +172,13 @@ class ZArchive:
         if isinstance(file_path, (bytes, bytearray)):
             source = BytesSource(file_path)
         elif is_url(file_path) or is_file_object(file_path):
-            source = open_source(file_path, lazy=lazy, storage_options=storage_options)
+            source = open_source(file_path, lazy=lazy, storage_options=storage_options, mmap=self.mmap)
         else:
             if storage_options:
                 raise TypeError("storage_options apply to URLs only")
             path = os.fspath(file_path)
             try:
-                source = MappedSource(path) if lazy else BytesSource(_read_all(path))
+                source = open_local(path, mmap=self.mmap) if lazy else BytesSource(_read_all(path))
             except FileNotFoundError:
                 raise MemberNotFoundError(f"no archive at {path!r}") from None
             except IsADirectoryError:
@@ -206,7 +218,7 @@ class ZArchive:
 
         map_location: None (CPU), "saved", a device, a dict {saved: new}, or "meta".
         dtype: cast floating-point tensors to this dtype.
-        lazy: True maps uncompressed data from the file (pages are read when first touched);
+        lazy: True reads only what is used, when it is used (mapped with ZArchive(mmap=True));
             False reads the file into memory first. A remote (URL) archive is fetched whole
             either way: everything is needed, so one request beats many ranged ones.
         trusted: classes (or 'module:QualName' tags) this read may construct; any other class the

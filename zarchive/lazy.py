@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .browse import TreeBrowser
 from .container.archive_reader import ArchiveReader
-from .container.parallel_verify import start_verifying
+from .container.parallel_verify import Prefetch, start_verifying
+from .container.source import LocalFileSource
 from .context import HandlerSource, LoadContext
 from .errors import FormatError, MemberNotFoundError, UnknownTypeError
 from .gcpause import gc_paused
@@ -291,7 +292,24 @@ class LazyArchive(PlannedArchive):
     def load(self, *, map_location: Any = None, dtype: Any = None, root_class: type | None = None) -> Any:
         """Everything, the same as read()."""
         self._check_open()
-        if not (self._settings.verify and self._reader.source.mapped):
+        source = self._reader.source
+        if isinstance(source, LocalFileSource):
+            # all will be read: read each member whole on the other cores (checksummed as it lands)
+            # while the objects are built from those copies; hand them out once every member passed
+            prefetch = Prefetch(self._reader, source)
+            self._reader.whole_member = prefetch.member
+            try:
+                try:
+                    value = self.get("", map_location=map_location, dtype=dtype, root_class=root_class)
+                except BaseException:
+                    prefetch.finish()  # damage or a truncated file found meanwhile explains a failure best
+                    raise
+                prefetch.finish()
+            finally:
+                self._reader.whole_member = None
+                prefetch.close()
+            return value
+        if not (self._settings.verify and source.mapped):
             return self.get("", map_location=map_location, dtype=dtype, root_class=root_class)
         # all will be read: checksum on the other cores while the objects are built; hand them out
         # only once every checksum passed (damage found meanwhile explains a failed load best)

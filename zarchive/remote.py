@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, BinaryIO
 
 from .container.archive_writer import atomic_write
-from .container.source import ByteSource, BytesSource, FileSource, MappedSource
+from .container.source import ByteSource, BytesSource, FileSource, open_local
 from .errors import FormatError, MemberNotFoundError
 
 REMOTE_BLOCK_SIZE = 64 << 10  # read-ahead per request: a few of these per value, not the whole object
@@ -124,7 +124,9 @@ class RemoteSource(FileSource):
         return fetched if isinstance(fetched, int) else self.bytes_read
 
 
-def open_source(target: Any, *, lazy: bool, storage_options: Mapping[str, Any] | None) -> ByteSource:
+def open_source(
+    target: Any, *, lazy: bool, storage_options: Mapping[str, Any] | None, mmap: bool = False
+) -> ByteSource:
     """A byte source for a URL or a file object (the caller closes it; a caller's file stays open)."""
     if is_file_object(target):
         _check_no_options(target, storage_options)
@@ -137,7 +139,7 @@ def open_source(target: Any, *, lazy: bool, storage_options: Mapping[str, Any] |
     fs, path, local = resolve(target, storage_options)
     try:
         if local is not None:
-            return MappedSource(local) if lazy else BytesSource(_read_local(local))
+            return open_local(local, mmap=mmap) if lazy else BytesSource(_read_local(local))
         if not lazy:
             return BytesSource(fs.cat_file(path))
         f = fs.open(path, "rb", block_size=REMOTE_BLOCK_SIZE, cache_type="readahead")

@@ -17,7 +17,7 @@ from . import codecs
 from .archive_writer import HEADER_LABEL, MANIFEST_NAME, METADATA_NAME
 from .crc import crc32, crc_hex
 from .jsontext import loads_strict
-from .source import ByteSource
+from .source import ByteSource, SourceChangedError
 from .zipreader import DEFAULT_MAX_MEMBERS, ZipReader
 
 MAX_JSON_MEMBER_BYTES = 512 << 20
@@ -48,6 +48,9 @@ class ArchiveReader:
         self.parsed: dict[tuple[str, str], Any] = {}
         self._entry_tables: dict[str, dict[str, Any]] = {}
         self.on_read: Callable[[str, int], None] | None = None  # (member, bytes) per read, for progress bars
+        # during a full read of an unmapped local file: a member's whole bytes, read and checked
+        # (parallel_verify.Prefetch.member), or None when it does not hold that member
+        self.whole_member: Callable[[str], memoryview | None] | None = None
         for required in (MANIFEST_NAME, METADATA_NAME):
             if required not in self.zip.members:
                 raise FormatError(f"the archive has no {required!r}: not a zarchive file", member=required)
@@ -225,7 +228,8 @@ class ArchiveReader:
         if cached is not None:
             return cached
         if entry["codec"] == "none":
-            data = self.zip.view(name)
+            whole = self.whole_member(name) if self.whole_member is not None else None
+            data = whole if whole is not None else self.zip.view(name)
             if self.verify and (name, "") not in self._checked:
                 if crc32(data) != self.zip.members[name].crc:
                     raise IntegrityError(
@@ -260,8 +264,10 @@ class ArchiveReader:
         entry = self.member_entry(name, path=path)
         n = min(n, entry["size"])
         cached = self._decoded.get(name)
-        if entry["codec"] == "none" or cached is not None:
-            return (cached if cached is not None else self.zip.view(name))[:n]
+        if cached is not None:
+            return cached[:n]
+        if entry["codec"] == "none":
+            return self.source.view(self.zip.members[name].data_offset, n)
         return codecs.decompress_prefix(self.zip.view(name), n, member=name)
 
     def member_range(
@@ -287,7 +293,8 @@ class ArchiveReader:
             data = self.member_bytes(name, path=path)[begin:end]
             return own(data) if own is not None else data
         info = self.zip.members[name]
-        data = self.source.view(info.data_offset + begin, end - begin)
+        whole = self.whole_member(name) if self.whole_member is not None else None
+        data = whole[begin:end] if whole is not None else self.source.view(info.data_offset + begin, end - begin)
         if own is not None:
             data = own(data)
         if self.verify and (name, label) not in self._checked and (name, "") not in self._checked:
@@ -312,15 +319,18 @@ class ArchiveReader:
         problems: list[tuple[str, str]] = []
         for name, entry in self.metadata["members"].items():
             try:
-                raw = self.zip.view(name)
-                if crc32(raw) != self.zip.members[name].crc:
+                if entry["codec"] == "none" and self._member_crc(name) == self.zip.members[name].crc:
+                    raw = None  # checked in chunks: a huge member is never read whole
+                else:
+                    raw = self.zip.view(name)
+                if raw is not None and crc32(raw) != self.zip.members[name].crc:
                     damaged = self.damaged_entries(name, raw)
                     if damaged:  # name the tensors (or header) that are damaged, not only the member
                         problems += [(name, f"entry {label!r} does not match its checksum") for label in damaged]
                     else:
                         problems.append((name, "stored bytes do not match the CRC"))
                     continue
-                if entry["codec"] == "zstd":
+                if raw is not None and entry["codec"] == "zstd":
                     if entry["size"] > self.max_decompressed:
                         problems.append((name, f"declares {entry['size']} decompressed bytes, over the limit"))
                         continue
@@ -329,11 +339,24 @@ class ArchiveReader:
                         problems.append((name, "decompressed bytes do not match content_crc32"))
                     continue
                 for label, e in self.checked_entries(name).items():
-                    if crc_hex(crc32(raw[e["offset"] : e["offset"] + e["size"]])) != e["crc32"]:
+                    if self._member_crc(name, e["offset"], e["size"]) != int(e["crc32"], 16):
                         problems.append((name, f"entry {label!r} does not match its checksum"))
+            except SourceChangedError:
+                raise  # the file itself changed under the check: no member's fault
             except FormatError as e:
                 problems.append((name, e.message))
         return problems
+
+    def _member_crc(self, name: str, begin: int = 0, length: int | None = None, chunk: int = 16 << 20) -> int:
+        """CRC-32 of bytes [begin, begin+length) of a stored member, read a chunk at a time."""
+        info = self.zip.members[name]
+        length = info.size - begin if length is None else length
+        if not (0 <= begin and begin + length <= info.size):
+            raise FormatError("range outside the member", member=name)
+        crc = 0
+        for at in range(begin, begin + length, chunk):
+            crc = crc32(self.source.view(info.data_offset + at, min(chunk, begin + length - at)), crc)
+        return crc
 
     def close(self) -> None:
         self._decoded.clear()

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..errors import IntegrityError
 from .archive_reader import ArchiveReader
 from .crc import crc32, crc32_combine
+from .source import LocalFileSource, new_buffer
 
 CHUNK = 16 << 20
 SERIAL_BELOW = 8 << 20  # less data than this is checked on the calling thread
@@ -109,3 +110,85 @@ def _damage(reader: ArchiveReader, name: str) -> str:
     if damaged:
         return f"entry {damaged[0]!r} does not match its checksum (damaged file)"
     return "member bytes do not match the recorded checksum (damaged file)"
+
+
+class Prefetch:
+    """A full read of a local file that is not mapped: every uncompressed member is read whole into
+    memory of its own on worker threads (pread releases the GIL), each chunk checksummed as it lands
+    (while it is still in the CPU's cache), while the caller builds the objects. `member(name)` waits
+    for one member's chunks and checks it against its own CRC: the reader slices every value of the
+    member from that one copy, so each byte is read from the file once and checked once."""
+
+    def __init__(self, reader: ArchiveReader, source: LocalFileSource, workers: int | None = None) -> None:
+        self._reader, self._verify = reader, reader.verify
+        todo = [
+            name
+            for name, entry in reader.metadata["members"].items()
+            if entry.get("codec") == "none" and name in reader.zip.members and not reader.is_checked(name)
+        ]
+        total = sum(reader.zip.members[name].size for name in todo)
+        workers = workers or min(4, os.cpu_count() or 1)
+        self._pool = (
+            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zarchive-read")
+            if total >= SERIAL_BELOW and workers > 1
+            else None
+        )
+        self._members: dict[str, tuple[memoryview, list[tuple[int, Future[int] | int]]]] = {}
+        self._done: dict[str, memoryview] = {}
+        try:
+            for name in todo:
+                info = reader.zip.members[name]
+                buf = new_buffer(info.size)
+                parts: list[tuple[int, Future[int] | int]] = []
+                for start in range(0, info.size, CHUNK):
+                    piece = buf[start : start + CHUNK]
+                    at = info.data_offset + start
+                    if self._pool is None:
+                        parts.append((piece.nbytes, self._chunk(source, piece, at)))
+                    else:
+                        parts.append((piece.nbytes, self._pool.submit(self._chunk, source, piece, at)))
+                self._members[name] = (buf, parts)
+        except BaseException:
+            self.close()
+            raise
+
+    def _chunk(self, source: LocalFileSource, piece: memoryview, at: int) -> int:
+        source.read_into(piece, at)
+        return crc32(piece) if self._verify else 0
+
+    def member(self, name: str) -> memoryview | None:
+        """Member `name`'s bytes, read and checked; None when this prefetch does not hold it."""
+        done = self._done.get(name)
+        if done is not None:
+            return done
+        got = self._members.pop(name, None)
+        if got is None:
+            return None
+        buf, parts = got
+        crc = 0
+        for i, (n, part) in enumerate(parts):
+            c = part.result() if isinstance(part, Future) else part
+            crc = crc32_combine(crc, c, n) if i else c
+        if self._verify and crc != self._reader.zip.members[name].crc:
+            damaged = self._reader.damaged_entries(name, buf)
+            what = f"entry {damaged[0]!r} does not match its checksum" if damaged else "member bytes do not match"
+            raise IntegrityError(f"{what} (damaged file)", member=name)
+        self._reader.mark_checked([name])
+        self._done[name] = buf
+        return buf
+
+    def finish(self) -> None:
+        """Wait for and check every member not asked for yet (a full read returns only once all passed)."""
+        for name in list(self._members):
+            self.member(name)
+
+    def close(self) -> None:
+        """Drop what is left (after a failure: pending reads are cancelled) and free the threads."""
+        for _, parts in self._members.values():
+            for _, part in parts:
+                if isinstance(part, Future):
+                    part.cancel()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        self._members.clear()
+        self._done.clear()

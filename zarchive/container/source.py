@@ -1,8 +1,15 @@
-"""Where an archive's bytes come from: a memory-mapped local file, or any seekable file object.
+"""Where an archive's bytes come from: a local file, or any seekable file object.
 
-A mapped source hands out zero-copy `memoryview`s of a private (copy-on-write) mapping: arrays and
-tensors built on them are writable, writing never reaches the file, and the mapping lives as long as
-any view of it does, so values outlive the archive object that produced them.
+A local file is read with `pread` into memory of the reader's own (`LocalFileSource`, the default):
+values built on it are plain anonymous memory, which nothing another process does to the file can
+take away. `MappedSource` (opt-in: `ZArchive(mmap=True)`) hands out zero-copy `memoryview`s of a
+private (copy-on-write) mapping instead: arrays and tensors built on them are writable, writing never
+reaches the file, and the mapping lives as long as any view of it does. But a mapping is the file:
+when another process truncates the file, Linux removes every page past the new end from every
+mapping of it, copied-on-write pages included, and touching one kills the process with SIGBUS.
+No prefaulting helps (tested: MADV_POPULATE_READ-style reads and write-faulted copies both die), so
+only a copy is safe. Both sources check the file's size on every read and raise SourceChangedError
+(an IntegrityError) when it shrank, rather than read past its end.
 """
 
 from __future__ import annotations
@@ -10,9 +17,20 @@ from __future__ import annotations
 import io
 import mmap
 import os
+import stat
 import threading
 import weakref
 from typing import BinaryIO, Protocol
+
+from ..errors import FormatError, IntegrityError
+
+COPY_MMAP_FROM = 1 << 20  # reads this big go to anonymous mappings (no zero-filling pass)
+PARALLEL_FROM = 64 << 20  # reads this big are split over threads (pread releases the GIL)
+PARALLEL_PART = 32 << 20
+
+
+class SourceChangedError(IntegrityError):
+    """The file shrank (another process truncated it, or rewrote it in place) while it was open."""
 
 
 class ByteSource(Protocol):
@@ -26,8 +44,123 @@ class ByteSource(Protocol):
     def close(self) -> None: ...
 
 
+def _check_range(offset: int, length: int, size: int) -> None:
+    if offset < 0 or length < 0 or offset + length > size:
+        raise FormatError(f"range {offset}+{length} outside the file ({size} bytes)")
+
+
+def _shrunk(fd: int, offset: int, length: int, size: int) -> SourceChangedError:
+    try:
+        now: int | str = os.fstat(fd).st_size
+    except OSError:
+        now = "?"
+    return SourceChangedError(
+        f"the file is {now} bytes now, {size} when it was opened: it was truncated or rewritten "
+        f"while open (bytes {offset}..{offset + length} are gone)"
+    )
+
+
+def new_buffer(length: int) -> memoryview:
+    """Writable memory of our own, not zero-filled first where it is big (fresh anonymous pages)."""
+    if length < COPY_MMAP_FROM:
+        return memoryview(bytearray(length))
+    if not hasattr(mmap, "MAP_PRIVATE"):  # Windows
+        return memoryview(bytearray(length))
+    m = mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE)
+    if length >= 4 << 20 and hasattr(mmap, "MADV_HUGEPAGE"):
+        try:
+            m.madvise(mmap.MADV_HUGEPAGE)  # fewer page faults while the copy fills it
+        except OSError:
+            pass
+    return memoryview(m)
+
+
+def _pread_into(fd: int, buf: memoryview, offset: int) -> int:
+    """Read into all of `buf` from `offset`; the count read (short only at the file's end)."""
+    got = 0
+    while got < buf.nbytes:
+        n = os.preadv(fd, [buf[got:]], offset + got)
+        if n <= 0:
+            break
+        got += n
+    return got
+
+
+class LocalFileSource:
+    """A local file read with `pread` into new memory for every range (the default for local paths).
+
+    Thread-safe without a lock (pread has no shared file position); big ranges are read on several
+    threads. Reading past the file's current end raises SourceChangedError."""
+
+    mapped = False
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise IsADirectoryError(os.fspath(path))
+        except BaseException:
+            os.close(fd)
+            raise
+        self.size = st.st_size
+        self.bytes_read = 0
+        self._fd: int | None = fd
+        self._close_fd = weakref.finalize(self, _close_fd, fd)
+
+    def view(self, offset: int, length: int) -> memoryview:
+        _check_range(offset, length, self.size)
+        fd = self._fd
+        if fd is None:
+            raise ValueError("the source is closed")
+        buf = new_buffer(length)
+        if length < PARALLEL_FROM:
+            got = _pread_into(fd, buf, offset)
+        else:
+            parts = [(p, min(PARALLEL_PART, length - p)) for p in range(0, length, PARALLEL_PART)]
+            counts = [0] * len(parts)
+
+            def work(first: int, step: int) -> None:
+                for i in range(first, len(parts), step):
+                    p, n = parts[i]
+                    counts[i] = _pread_into(fd, buf[p : p + n], offset + p)
+
+            workers = min(4, os.cpu_count() or 1, len(parts))
+            threads = [threading.Thread(target=work, args=(w, workers), daemon=True) for w in range(1, workers)]
+            for t in threads:
+                t.start()
+            try:
+                work(0, workers)
+            finally:
+                for t in threads:
+                    t.join()
+            got = sum(counts)
+        if got != length:
+            raise _shrunk(fd, offset, length, self.size)
+        self.bytes_read += length
+        return buf
+
+    def read_into(self, buf: memoryview, offset: int) -> None:
+        """Fill `buf` from `offset` on the calling thread (for callers that spread a read themselves)."""
+        _check_range(offset, buf.nbytes, self.size)
+        fd = self._fd
+        if fd is None:
+            raise ValueError("the source is closed")
+        if _pread_into(fd, buf, offset) != buf.nbytes:
+            raise _shrunk(fd, offset, buf.nbytes, self.size)
+        self.bytes_read += buf.nbytes
+
+    def close(self) -> None:
+        self._fd = None
+        self._close_fd()
+
+
 class MappedSource:
-    """A private, copy-on-write mapping of a local file."""
+    """A private, copy-on-write mapping of a local file (opt-in: see the module's docstring).
+
+    Every view is preceded by an fstat: a read of a range past the file's current end raises
+    SourceChangedError instead of touching pages that are gone. Values handed out earlier are not
+    protected: touching them after another process truncated the file raises SIGBUS."""
 
     mapped = True
 
@@ -51,15 +184,16 @@ class MappedSource:
         if self._fd is None:
             raise ValueError("the source is closed (or empty)")
         other = MappedSource.__new__(MappedSource)
-        other.size, other._fd = self.size, None
+        other.size, other._fd = self.size, os.dup(self._fd)
         other._map = mmap.mmap(self._fd, 0, access=mmap.ACCESS_COPY)
         other._view = memoryview(other._map)
-        other._close_fd = weakref.finalize(other, _close_fd, None)
+        other._close_fd = weakref.finalize(other, _close_fd, other._fd)
         return other
 
     def view(self, offset: int, length: int) -> memoryview:
-        if offset < 0 or length < 0 or offset + length > self.size:
-            raise ValueError("range outside the file")
+        _check_range(offset, length, self.size)
+        if self._fd is not None and length and os.fstat(self._fd).st_size < offset + length:
+            raise _shrunk(self._fd, offset, length, self.size)
         return self._view[offset : offset + length]
 
     def advise_sequential(self, offset: int, length: int) -> None:
@@ -99,13 +233,15 @@ class FileSource:
         self.bytes_read = 0
 
     def view(self, offset: int, length: int) -> memoryview:
-        if offset < 0 or length < 0 or offset + length > self.size:
-            raise ValueError("range outside the file")
+        _check_range(offset, length, self.size)
         with self._lock:
             self._f.seek(offset)
             data = self._f.read(length)
         if len(data) != length:
-            raise ValueError("short read")
+            raise SourceChangedError(
+                f"short read: {len(data)} of {length} bytes at {offset} (the file shrank while open, "
+                f"from {self.size} bytes)"
+            )
         self.bytes_read += length
         return memoryview(bytearray(data))  # writable, like the mapped case
 
@@ -119,3 +255,17 @@ class BytesSource(FileSource):
 
     def __init__(self, data: bytes | bytearray) -> None:
         super().__init__(io.BytesIO(data), owns=True)
+
+
+def open_local(path: str | os.PathLike[str], *, mmap: bool = False) -> ByteSource:
+    """The source for a local file: read into memory of our own (default), or mapped (`mmap=True`)."""
+    if mmap:
+        return MappedSource(path)
+    if not hasattr(os, "preadv"):  # Windows: a file object behind a lock
+        f = open(path, "rb")  # noqa: SIM115 - the source owns and closes it
+        try:
+            return FileSource(f, owns=True)
+        except BaseException:
+            f.close()
+            raise
+    return LocalFileSource(path)

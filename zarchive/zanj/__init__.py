@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..container.source import ByteSource, BytesSource, MappedSource
+from ..container.source import ByteSource, BytesSource, open_local
 from ..errors import FormatError, MemberNotFoundError
 from ..options import ErrorMode
 from ..plan import ReadPolicy
@@ -86,7 +86,7 @@ def open_if_zanj(source: ByteSource, za: Any, policy: ReadPolicy | None = None) 
 def is_zanj_file(file_path: str | os.PathLike[str]) -> bool:
     """Whether a local file is a ZANJ zip (by content)."""
     try:
-        source = MappedSource(os.fspath(file_path))
+        source = open_local(os.fspath(file_path))
     except OSError:
         return False
     try:
@@ -102,7 +102,7 @@ def _source(file_path: Any) -> ByteSource:
         return file_path
     path = os.fspath(file_path)
     try:
-        return MappedSource(path)
+        return open_local(path)
     except FileNotFoundError:
         raise MemberNotFoundError(f"no file at {path!r}") from None
     except IsADirectoryError:
