@@ -46,19 +46,20 @@ class ZArchive:
         dataclass field that the class no longer has.
     durable: fsync the archive and its directory before save() returns.
     verify: check checksums of every member read (switch off only for trusted files).
-    mmap: False (default): values read from a local file are copied into memory of their own (read
-        with pread, only what is asked for), so nothing another process does to the file can
-        crash them. True: uncompressed arrays and tensors are zero-copy views of a private mapping
-        of the file (faster full reads, no anonymous memory); if another process truncates the file
-        while they live, touching them kills the interpreter with SIGBUS (as with safetensors'
-        load_file or torch.load(mmap=True)): only for files nothing rewrites in place meanwhile.
-        (zarchive's own saves replace files, they never truncate them.)
+    mmap: True (default): uncompressed arrays and tensors read from a local file are zero-copy views
+        of a private mapping of the file (full reads cost page faults, not a copy; no anonymous
+        memory). If another process truncates the file while they live, touching them kills the
+        interpreter with SIGBUS, as with safetensors' load_file or torch.load(mmap=True); zarchive's
+        own saves replace files and never truncate them, but `cp`, `rsync --inplace` or a writer
+        that rewrites in place do. False: values are copied into memory of their own (read with
+        pread, only what is asked for), so nothing another process does to the file can crash them,
+        at the cost of a copy (measured in README "Lazy reads and memory"). Either way a fetch after
+        the file shrank raises IntegrityError, and verify=False never returns bytes not read from it.
     progress: None shows a tqdm bar for saves and reads of 64 MiB or more when stderr is a terminal;
         True always shows one, False never.
     max_nodes, max_read_bytes: a read refuses a file whose manifest has more nodes, or whose values
         would allocate more bytes (decompressed members, inline data, members read into memory; members
-        mapped with mmap=True cost nothing),
-        than these, checked before anything is built. max_read_bytes=None: 1 GiB + 64 x the file's size.
+        mapped (mmap=True) cost nothing), than these, checked before anything is built. max_read_bytes=None: 1 GiB + 64 x the file's size.
 
     Paths may also be fsspec URLs ("s3://bucket/run.zarc", "memory://x.zarc"; `storage_options=` go
     to fsspec) or binary file objects; see `zarchive.remote`.
@@ -75,7 +76,7 @@ class ZArchive:
         *,
         durable: bool = True,
         verify: bool = True,
-        mmap: bool = False,
+        mmap: bool = True,
         max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
         max_nodes: int = DEFAULT_MAX_NODES,
         max_read_bytes: int | None = None,
