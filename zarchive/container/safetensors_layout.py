@@ -124,7 +124,7 @@ def _loads_header(raw: memoryview, *, member: str) -> dict[str, Any]:
     try:
         text = bytes(raw).decode("utf-8")
         header = _DECODER.decode(text)
-    except (UnicodeDecodeError, ValueError, RecursionError):
+    except (UnicodeDecodeError, ValueError, RecursionError, MemoryError):
         header = None  # the strict parser says what is wrong
     if type(header) is dict:
         values = list(header.values())
