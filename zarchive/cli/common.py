@@ -184,15 +184,16 @@ class RefWalker:
         return self._walk(node, list(path or []), 0, frozenset())
 
     def _walk(self, node: Any, path: list[str], depth: int, exclude: frozenset[int]) -> Iterator[RefFind]:
+        """`path`: one list, appended to and popped as the walk goes down and up (joined only for a
+        find), so each node costs the same however deep it is."""
         if depth > MAX_WALK_DEPTH or (isinstance(node, (dict, list)) and not self._first_time(node)):
             return
         self.steps += 1
         pre = self._count
         self._count += 1
         try:
-            here = join_path(path)
             if isinstance(node, dict) and isinstance(node.get("$ref"), str):
-                yield RefFind(node["$ref"], here, node, pre)
+                yield RefFind(node["$ref"], join_path(path), node, pre)
             kids = children(self.arc, node) if isinstance(node, (dict, list)) else None
             if kids:
                 # a child built by the handler (a table's column) may include the node's own fields
@@ -204,12 +205,16 @@ class RefWalker:
                 )
                 for key, child in kids.items():
                     if id(child) not in exclude:
-                        yield from self._walk(child, [*path, key], depth + 1, own)
+                        path.append(key)
+                        try:
+                            yield from self._walk(child, path, depth + 1, own)
+                        finally:
+                            path.pop()
             if isinstance(node, dict):
                 for k, value in node.items():
                     if k != "$ref":
                         for ref, inner in self._nested(value, depth + 1, exclude):
-                            yield RefFind(ref, here, inner, pre)
+                            yield RefFind(ref, join_path(path), inner, pre)
         finally:
             self.post[pre] = self._count - 1
 
