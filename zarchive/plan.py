@@ -145,6 +145,7 @@ class Planner:
         self.plan = Plan()
         self.path: list[str] = []
         self._depth = 0
+        self._node_members: set[str] = set()  # members of nodes planned (see member_bytes)
         major, minor = file_version(reader)
         self.version = f"{major}.{minor}"
         self.newer = major == FORMAT_MAJOR and minor > FORMAT_MINOR
@@ -282,7 +283,12 @@ class Planner:
         return entry
 
     def member_bytes(self, name: str, expected_size: int | None = None) -> memoryview:
-        """A member's decoded bytes, for nodes stored in a member (a .jsonl list of nodes)."""
+        """A member's decoded bytes, for nodes stored in a member (a .jsonl list of nodes). Each such
+        member is planned once: nodes in it that name it again, or name one member twice (a ZANJ
+        file's external lists), would make the walk exponential in the file's size."""
+        if name in self._node_members:
+            raise self.error("the file reaches the nodes stored in a member twice", member=name)
+        self._node_members.add(name)
         self.member(name, expected_size=expected_size)
         return self.reader.member_bytes(name, path=self.path_str, expected_size=expected_size)
 

@@ -199,6 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(args.command, f"{where}{e.strerror or e}", EXIT_FAILED)
     except KeyboardInterrupt:
         return 130
+    except MemoryError:  # the file asks for more memory than there is: it cannot be used here
+        return _fail(args.command, "not enough memory to read it", EXIT_BAD_INPUT)
     except Exception as e:  # noqa: BLE001  # a bug, not the user's fault: say so briefly
         if os.environ.get("ZARCHIVE_DEBUG"):
             traceback.print_exc()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 from collections import defaultdict
 from typing import Any
@@ -12,6 +13,7 @@ from ..objpath import join_path, split_path
 from .common import (
     EXIT_OK,
     CliError,
+    RefWalker,
     children,
     describe,
     human_size,
@@ -20,7 +22,6 @@ from .common import (
     show_path,
     size_text,
     tree_glyphs,
-    walk_refs,
 )
 
 MAX_TREE_DEPTH = 200  # deeper levels are elided: the tree is drawn recursively
@@ -49,17 +50,25 @@ def _member_table(arc: Any) -> dict[str, dict[str, Any]]:
 
 
 def _holdings(arc: Any) -> dict[str, dict[str, Any]]:
-    """member -> {"paths": [object paths], "tensors": number of distinct tensors stored in it}."""
-    paths: dict[str, list[str]] = defaultdict(list)
+    """member -> {"paths": [object paths], "tensors": number of distinct tensors stored in it}.
+
+    A member found at a node and again below it (a tensor table and its rows) is listed at the
+    deepest: a path is dropped when another find of the same member lies in its subtree, which in
+    the walk's depth-first numbering is the next find after it (sorted), if any is."""
+    walker = RefWalker(arc)
+    finds: dict[str, dict[str, int]] = {}  # member -> object path -> its node's number, in finding order
     keys: dict[str, set[Any]] = defaultdict(set)
-    for ref, path, node in walk_refs(arc, _root(arc)):
-        if path not in paths[ref]:
-            paths[ref].append(path)
+    for ref, path, node, pre in walker.walk(_root(arc)):
+        finds.setdefault(ref, {}).setdefault(path, pre)
         if ref.endswith((".safetensors", ".safetensors.zst")) and node.get("$type") == "torch.Tensor":
             keys[ref].add(node.get("key"))  # (a tensor table is found too, as a node with a $ref: not a tensor)
-    for ref, found in paths.items():  # a table's column is found as itself and inside the table: keep the deepest
-        paths[ref] = [p for p in found if not any(q != p and (p == "" or q.startswith(p + "/")) for q in found)]
-    return {m: {"paths": p, "tensors": len(keys[m]) if m in keys else None} for m, p in paths.items()}
+    out: dict[str, dict[str, Any]] = {}
+    for ref, by_path in finds.items():
+        ordered = sorted(by_path.items(), key=lambda item: item[1])
+        above = {p for (p, pre), (_, nxt) in itertools.pairwise(ordered) if pre < nxt <= walker.post[pre]}
+        paths = [p for p in by_path if p not in above]
+        out[ref] = {"paths": paths, "tensors": len(keys[ref]) if ref in keys else None}
+    return out
 
 
 def _holds_text(name: str, held: dict[str, Any] | None, long: bool) -> list[str]:

@@ -7,6 +7,7 @@ strings and numbers as they are; containers are summarised from the manifest wit
 from __future__ import annotations
 
 import dataclasses
+import reprlib
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,9 @@ if TYPE_CHECKING:
 
 _CONTAINER_TAGS = frozenset({"dict", "tuple", "set"})
 MAX_REPR = 2000
+# ints longer than this print in hex: decimal conversion costs time quadratic in the length, and Python
+# refuses it beyond sys.get_int_max_str_digits() digits (4,300 by default)
+MAX_DECIMAL_BITS = 13_000  # about 3,900 decimal digits
 
 
 def cmd_cat(args: Any) -> int:
@@ -32,7 +36,13 @@ def cmd_cat(args: Any) -> int:
         if _is_container(arc, node):
             lines = _container_lines(arc, node, args.rows)
         else:
-            lines = render(arc.get(objpath), args.rows)
+            value = arc.get(objpath)
+            try:
+                lines = render(value, args.rows)
+            except ValueError as e:  # a long int deep in a value a library prints (a table's cell)
+                if "integer string conversion" not in str(e):
+                    raise
+                lines = [_short(value, MAX_REPR)]
     print("\n".join(lines))
     return EXIT_OK
 
@@ -89,6 +99,8 @@ def render(value: Any, rows: int = 10) -> list[str]:
         return [f"ndarray {value.dtype} shape {list(value.shape)}", *_stats_lines(value)]
     if isinstance(value, str):
         return [value]
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_DECIMAL_BITS:
+        return [f"int of {value.bit_length():,} bits (too long to print in decimal; in hex:)", hex(value)]
     if isinstance(value, (bool, int, float, complex)) or value is None or isinstance(value, np.generic):
         return [str(value)]
     if isinstance(value, (bytes, bytearray)):
@@ -116,8 +128,27 @@ def render(value: Any, rows: int = 10) -> list[str]:
 
 
 def _short(value: Any, limit: int = 100) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError as e:  # an int too long for decimal somewhere in it
+        if "integer string conversion" not in str(e):
+            raise
+        text = _LONG_INTS.repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class _LongIntRepr(reprlib.Repr):
+    """A short repr that shows ints too long for decimal in hex (with their size)."""
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() <= MAX_DECIMAL_BITS:
+            return super().repr_int(x, level)
+        digits = hex(x)
+        return f"{digits[:24]}...(int of {x.bit_length():,} bits)"
+
+
+_LONG_INTS = _LongIntRepr()
+_LONG_INTS.maxlevel, _LONG_INTS.maxother, _LONG_INTS.maxstring = 4, 200, 200
 
 
 def _tensor_lines(t: Any) -> list[str]:

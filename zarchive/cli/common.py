@@ -7,7 +7,7 @@ import math
 import os
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import UnknownTypeError
 from ..objpath import join_path
@@ -147,41 +147,96 @@ def _itemsize(dtype: str, tag: Any) -> int | None:
     return None
 
 
-def walk_refs(arc: Any, node: Any, path: list[str] | None = None, depth: int = 0) -> Iterator[tuple[str, str, Any]]:
-    """(member, object path, node) for every member reference in the tree, found through the
-    handlers' children and, inside leaves, through any nested "$ref" (e.g. a table's columns)."""
-    path = path or []
-    if depth > 200:
-        return
-    if isinstance(node, dict) and isinstance(node.get("$ref"), str):
-        yield node["$ref"], join_path(path), node
-    kids = children(arc, node) if isinstance(node, (dict, list)) else None
-    if kids:
-        kid_ids = {id(v) for v in kids.values()}
-        for key, child in kids.items():
-            yield from walk_refs(arc, child, [*path, key], depth + 1)
-        rest = [v for k, v in node.items() if k != "$ref" and id(v) not in kid_ids] if isinstance(node, dict) else []
-    elif isinstance(node, dict):
-        rest = [v for k, v in node.items() if k != "$ref"]
-    else:
-        rest = []
-    for value in rest:
-        for ref, inner in _nested_refs(value, depth + 1):
-            yield ref, join_path(path), inner
+MAX_WALK_DEPTH = 200  # deeper levels are not walked (a read refuses them anyway)
 
 
-def _nested_refs(value: Any, depth: int) -> Iterator[tuple[str, Any]]:
-    if depth > 200:
-        return
-    if isinstance(value, dict):
-        if isinstance(value.get("$ref"), str):
-            yield value["$ref"], value
-        for k, v in value.items():
-            if k != "$ref":
-                yield from _nested_refs(v, depth + 1)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _nested_refs(v, depth + 1)
+class RefFind(NamedTuple):
+    ref: str  # the member named
+    path: str  # the object path of the node it was found at
+    node: Any  # the dict holding the "$ref"
+    pre: int  # the number of that node in the walk's depth-first order (see RefWalker.post)
+
+
+class RefWalker:
+    """Finds every member reference in a tree: through the handlers' children and, inside leaves,
+    through any nested "$ref" (e.g. a table's columns).
+
+    Each container of the manifest is looked at once, so the walk's work is linear in the manifest's
+    size (`steps` counts it): a value reached again (a table's index, shared by the column nodes its
+    handler builds, or a child also listed in the parent's own fields) is not walked again. Values
+    that are fields of a node whose handler builds its children (a table) stay with that node, not
+    with the first child that happens to include them."""
+
+    def __init__(self, arc: Any) -> None:
+        self.arc = arc
+        self.steps = 0  # nodes and JSON values looked at
+        self.post: dict[int, int] = {}  # a walked node's number -> the number of its last descendant
+        self._seen: dict[int, Any] = {}  # containers looked at (kept alive, so their ids stay unique)
+        self._count = 0
+
+    def _first_time(self, value: Any) -> bool:
+        if id(value) in self._seen:
+            return False
+        self._seen[id(value)] = value
+        return True
+
+    def walk(self, node: Any, path: list[str] | None = None) -> Iterator[RefFind]:
+        return self._walk(node, list(path or []), 0, frozenset())
+
+    def _walk(self, node: Any, path: list[str], depth: int, exclude: frozenset[int]) -> Iterator[RefFind]:
+        """`path`: one list, appended to and popped as the walk goes down and up (joined only for a
+        find), so each node costs the same however deep it is."""
+        if depth > MAX_WALK_DEPTH or (isinstance(node, (dict, list)) and not self._first_time(node)):
+            return
+        self.steps += 1
+        pre = self._count
+        self._count += 1
+        try:
+            if isinstance(node, dict) and isinstance(node.get("$ref"), str):
+                yield RefFind(node["$ref"], join_path(path), node, pre)
+            kids = children(self.arc, node) if isinstance(node, (dict, list)) else None
+            if kids:
+                # a child built by the handler (a table's column) may include the node's own fields
+                # (its index): those are the node's, looked at below with the node's path
+                own = (
+                    frozenset(id(v) for v in node.values() if isinstance(v, (dict, list)))
+                    if isinstance(node, dict)
+                    else frozenset()
+                )
+                for key, child in kids.items():
+                    if id(child) not in exclude:
+                        path.append(key)
+                        try:
+                            yield from self._walk(child, path, depth + 1, own)
+                        finally:
+                            path.pop()
+            if isinstance(node, dict):
+                for k, value in node.items():
+                    if k != "$ref":
+                        for ref, inner in self._nested(value, depth + 1, exclude):
+                            yield RefFind(ref, join_path(path), inner, pre)
+        finally:
+            self.post[pre] = self._count - 1
+
+    def _nested(self, value: Any, depth: int, exclude: frozenset[int]) -> Iterator[tuple[str, Any]]:
+        stack = [(value, depth)]
+        while stack:
+            v, d = stack.pop()
+            self.steps += 1
+            if not isinstance(v, (dict, list)) or d > MAX_WALK_DEPTH or id(v) in exclude or not self._first_time(v):
+                continue
+            if isinstance(v, dict):
+                if isinstance(v.get("$ref"), str):
+                    yield v["$ref"], v
+                stack.extend((x, d + 1) for k, x in reversed(v.items()) if k != "$ref")
+            else:
+                stack.extend((x, d + 1) for x in reversed(v))
+
+
+def walk_refs(arc: Any, node: Any, path: list[str] | None = None) -> Iterator[tuple[str, str, Any]]:
+    """(member, object path, node) for every member reference in the tree (see RefWalker)."""
+    for found in RefWalker(arc).walk(node, path):
+        yield found.ref, found.path, found.node
 
 
 def tree_glyphs() -> tuple[str, str, str, str]:

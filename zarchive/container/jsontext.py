@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
 
 from .._compat import cpython as cpython_compat
-from ..errors import FormatError, SaveError
+from ..errors import FormatError, SaveError, UnsafeArchiveError
 
 _encode_str = json.encoder.encode_basestring  # type: ignore[attr-defined]  # C implementation
 _encode_ascii = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]  # C, \u escapes
@@ -133,8 +135,51 @@ _STRICT = json.JSONDecoder(
 _STRICT_DUPLICATES_KEPT = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
 
 
+MAX_JSON_DEPTH = 1000  # arrays and objects inside each other (the manifest's own limit is far lower)
+# Up to this recursion limit (Python's default is 1,000) the C parser's own recursion check is the
+# depth bound, and a safe one; a program that raised the limit further gets the explicit check below,
+# so no JSON nests deep enough to exhaust the C stack whatever the interpreter allows.
+_C_PARSER_SAFE_RECURSION = 2000
+_STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+
+
+def json_depth(text: str) -> int:
+    """How deeply arrays and objects nest in JSON text (strings skipped), in linear time at C speed."""
+    import numpy as np
+
+    brackets = _NOT_BRACKETS.sub("", _STRINGS.sub("", text)).encode("ascii")
+    depth = deepest = 0
+    for start in range(0, len(brackets), 1 << 20):
+        chunk = np.frombuffer(brackets, dtype=np.uint8, count=min(1 << 20, len(brackets) - start), offset=start)
+        steps = np.where((chunk == ord("[")) | (chunk == ord("{")), 1, -1).astype(np.int64)
+        levels = np.cumsum(steps) + depth
+        deepest = max(deepest, int(levels.max()))
+        depth = int(levels[-1])
+    return deepest
+
+
+def check_depth(text: str, *, member: str) -> None:
+    """Refuse JSON nested more than MAX_JSON_DEPTH levels where the C parser's recursion check would
+    not (see _C_PARSER_SAFE_RECURSION); costs nothing at the default recursion limit."""
+    if (
+        sys.getrecursionlimit() > _C_PARSER_SAFE_RECURSION
+        and text.count("[") + text.count("{") > MAX_JSON_DEPTH
+        and json_depth(text) > MAX_JSON_DEPTH
+    ):
+        raise FormatError(f"JSON nested too deeply (more than {MAX_JSON_DEPTH} levels)", member=member)
+
+
 def loads_strict(data: bytes | bytearray | memoryview | str, *, member: str, pairs: bool = True) -> Any:
-    """Parse strict JSON; every problem becomes a FormatError naming the member."""
+    """Parse strict JSON; every problem becomes a FormatError naming the member (and running out of
+    memory on it an UnsafeArchiveError)."""
+    try:
+        return _loads_strict(data, member=member, pairs=pairs)
+    except MemoryError:
+        raise UnsafeArchiveError("not enough memory to parse this JSON", member=member) from None
+
+
+def _loads_strict(data: bytes | bytearray | memoryview | str, *, member: str, pairs: bool) -> Any:
     if isinstance(data, str):
         text = data
     else:
@@ -144,6 +189,7 @@ def loads_strict(data: bytes | bytearray | memoryview | str, *, member: str, pai
             raise FormatError(f"not valid UTF-8 JSON: {e}", member=member) from None
     if text.startswith("\ufeff"):  # (json.loads refuses this itself; a decoder's decode() does not)
         raise FormatError("invalid JSON: Unexpected UTF-8 BOM", member=member)
+    check_depth(text, member=member)
     try:
         return (_STRICT if pairs else _STRICT_DUPLICATES_KEPT).decode(text)
     except RecursionError:
@@ -181,6 +227,8 @@ def decode_jsonl(data: bytes | bytearray | memoryview, expected: int, *, member:
         text = bytes(data).decode("utf-8")
     except UnicodeDecodeError as e:
         raise FormatError(f"not valid UTF-8: {e}", member=member) from None
+    except MemoryError:
+        raise UnsafeArchiveError("not enough memory to decode this member", member=member) from None
     if text and not text.endswith("\n"):
         raise FormatError("a .jsonl member must end with a newline", member=member)
     body = text[:-1].replace("\n", ",") if text else ""

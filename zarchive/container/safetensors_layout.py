@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from ..errors import FormatError, UnsafeArchiveError
 from .jsontext import loads_strict
+from .shapes import MAX_DIM, MAX_DIMS
 
 ITEMSIZE = {
     "BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E5M2FNUZ": 1, "F8_E4M3FNUZ": 1,
@@ -88,9 +89,11 @@ def parse_header(head: memoryview, member_size: int, *, member: str) -> dict[str
             raise FormatError(f"unknown safetensors dtype {dtype!r} for {key!r}", member=member)
         if type(shape) is not list or type(begin) is not int or type(end) is not int or begin < 0:
             raise FormatError(f"bad shape or offsets for {key!r}", member=member)
+        if len(shape) > MAX_DIMS:  # refused before any work per dimension (the product grows with each)
+            raise FormatError(f"shape of {key!r} has {len(shape)} dimensions (at most {MAX_DIMS})", member=member)
         shape = tuple(shape)
         for dim in shape:
-            if type(dim) is not int or dim < 0:
+            if type(dim) is not int or not 0 <= dim <= MAX_DIM:
                 raise FormatError(f"bad shape or offsets for {key!r}", member=member)
             nbytes *= dim
         if end - begin != nbytes:
@@ -121,7 +124,7 @@ def _loads_header(raw: memoryview, *, member: str) -> dict[str, Any]:
     try:
         text = bytes(raw).decode("utf-8")
         header = _DECODER.decode(text)
-    except (UnicodeDecodeError, ValueError, RecursionError):
+    except (UnicodeDecodeError, ValueError, RecursionError, MemoryError):
         header = None  # the strict parser says what is wrong
     if type(header) is dict:
         values = list(header.values())

@@ -49,6 +49,7 @@ def _meta(device: Any) -> bool:
 # what each function seen so far needs (a build makes ~750 torch calls through the mode, mostly of a
 # dozen functions): 0 nothing, 1 maybe skipped (value-only in-place, randn, randn_like)
 _KIND: dict[Any, int] = {}
+_MAX_KINDS = 4096
 
 
 def _kind(func: Any) -> int:
@@ -57,10 +58,11 @@ def _kind(func: Any) -> int:
     except (KeyError, TypeError):  # TypeError: an unhashable callable
         pass
     kind = 1 if _value_only_inplace(getattr(func, "__name__", None)) or func in (torch.randn, torch.randn_like) else 0
-    try:
-        _KIND[func] = kind
-    except TypeError:
-        pass
+    if len(_KIND) < _MAX_KINDS:  # the functions model code calls: a few dozen; never more than this
+        try:
+            _KIND[func] = kind
+        except TypeError:
+            pass
     return kind
 
 

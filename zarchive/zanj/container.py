@@ -19,6 +19,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
+from ..container.jsontext import check_depth
 from ..container.names import collision_key, name_problem
 from ..container.source import ByteSource
 from ..errors import FormatError, IntegrityError, MemberNotFoundError, NotAZipError, UnsafeArchiveError
@@ -82,9 +83,14 @@ def loads_json(data: str | bytes | bytearray | memoryview, *, member: str) -> An
 
     try:
         text = data if isinstance(data, str) else bytes(data).decode("utf-8")
+        check_depth(text, member=member)
         return json.loads(text, object_pairs_hook=no_dupes)
     except RecursionError:
         raise FormatError("JSON nested too deeply", member=member) from None
+    except MemoryError:
+        raise UnsafeArchiveError("not enough memory to parse this JSON", member=member) from None
+    except FormatError:
+        raise
     except (UnicodeDecodeError, ValueError) as e:
         raise FormatError(f"invalid JSON: {str(e)[:200]}", member=member) from None
 
