@@ -474,3 +474,26 @@ def test_every_node_type_says_which_format_version_gave_it_its_shape() -> None:
     for tag, schema in BUILTIN_SCHEMAS.items():
         assert parse("1.0") <= parse(schema.since) <= parse(FORMAT_VERSION), tag
     assert BUILTIN_SCHEMAS["dict"].since == "1.2"  # tensor tables as lists
+
+
+@pytest.mark.parametrize("kind", ["tuple", "dict", "list", "dataclass-like dict"])
+def test_the_writer_refuses_exactly_the_nesting_the_reader_refuses(kind: str, tmp_path: Path) -> None:
+    """Nesting is counted per manifest node by both sides (a tuple is two: itself and its items), so
+    whatever saves reads back, and what the reader would refuse is refused at save time."""
+
+    def nest(n: int) -> Any:
+        x: Any = 0
+        for _ in range(n):
+            x = (x,) if kind == "tuple" else [x] if kind == "list" else {"a": x} if kind == "dict" else {1: x}
+        return x
+
+    saved = 0
+    for n in range(60, 260, 7):
+        try:
+            zarchive.save(nest(n), tmp_path / "n.zarc")
+        except zarchive.SaveError as e:
+            assert "nested more than" in str(e)
+            continue
+        saved += 1
+        assert zarchive.read(tmp_path / "n.zarc") == nest(n)
+    assert saved  # some depths save, and every one that saves reads

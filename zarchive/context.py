@@ -63,6 +63,7 @@ class SaveContext:
         self.members: list[MemberPlan] = []
         self._name_keys: set[str] = {collision_key(n) for n in RESERVED_NAMES}
         self._active: set[int] = set()
+        self._depth = 0
         self._state: dict[str, Any] = {}
         self._finalizers: list[Callable[[], None]] = []
 
@@ -77,8 +78,9 @@ class SaveContext:
         """The manifest node for `obj`, saved at child `key` of the current path."""
         if key is not None:
             self.path.append(str(key))
+        self._depth += 1
         try:
-            if len(self.path) > MAX_DEPTH:
+            if self._depth > MAX_DEPTH:  # counted per node, as the reader counts (plan.Planner.visit)
                 raise self.error(f"objects nested more than {MAX_DEPTH} levels deep")
             handler = self.registry.for_object(obj)
             if handler is None:
@@ -102,6 +104,7 @@ class SaveContext:
             finally:
                 self._active.discard(oid)
         finally:
+            self._depth -= 1
             if key is not None:
                 self.path.pop()
 

@@ -194,7 +194,9 @@ class TupleHandler(TupleSchema, Handler):
         return cls is tuple
 
     def save(self, obj: tuple[Any, ...], ctx: SaveContext) -> Node:
-        return {"$type": "tuple", "items": ListHandler().save(list(obj), ctx)}
+        # the items list is a node of its own (as the reader walks it): saved through ctx, so the
+        # writer counts nesting as the reader does and refuses what the reader would
+        return {"$type": "tuple", "items": ctx.save(list(obj))}
 
     def load(self, node: dict[str, Any], ctx: LoadContext) -> tuple[Any, ...]:
         items = ctx.load(node.get("items"))
