@@ -72,5 +72,6 @@ def test_notebook_executes(tmp_path: Path) -> None:
         if cell.cell_type == "code"
         for o in cell.get("outputs", [])
     )
-    assert "outputs identical; metrics identical" in outputs
+    assert "outputs identical; metrics, predictions and embeddings identical" in outputs
+    assert "VerifyResult(OK: 7 members intact)" in outputs
     assert "<div class='zarchive'>" in outputs  # the archive rendered itself as HTML
