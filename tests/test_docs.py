@@ -146,6 +146,11 @@ def test_console_blocks_print_what_they_show(doc: Path, workdir: Path) -> None:
         pytest.skip("no console blocks")
     for line, block in found:
         for cmd, shown in _commands(block):
+            missing = [
+                tool for tool in ("unzip", "jq", "zstd") if re.search(rf"\b{tool}\b", cmd) and not shutil.which(tool)
+            ]
+            if missing:  # a machine without these tools: the command cannot be run as written here
+                continue
             proc = subprocess.run(
                 ["bash", "-o", "pipefail", "-c", cmd],
                 cwd=workdir,
