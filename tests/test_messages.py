@@ -268,3 +268,15 @@ def test_a_field_the_class_gained_warns_naming_field_and_default(
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert zarchive.read(path, error_mode="ignore")["config"] == Gains2(lr=0.5)
+
+
+def test_verify_result_is_not_mistaken_for_an_empty_list_by_json(tmp_path: Path) -> None:
+    import json
+
+    path = _good_archive(tmp_path)
+    _flip_inside(path, "a.npy")
+    result = zarchive.verify(path)
+    with pytest.raises(TypeError):  # never silently written as [] (a falsy list subclass would be)
+        json.dumps(result, indent=1)
+    assert json.loads(json.dumps(list(result), indent=1))[0][0] == "a.npy"
+    assert result.problems == list(result) and result[:1] == [result[0]]
