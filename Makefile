@@ -1,7 +1,9 @@
 # The two commands a new user needs:  make demo   and   make test
-# Each creates .venv (if missing) with the pinned CPU build of torch, installs zarchive, and runs.
-# CI (.ci/run) also runs  make lint  (ruff, mypy) and  make test-floors  (the suite on the lowest
-# dependency versions pyproject.toml allows, in .venv-floors).
+# make demo creates .venv (if missing) with only what zarchive itself needs (numpy, pandas, muutils,
+# zstandard, safetensors and the pinned CPU build of torch), installs zarchive, and runs the demo.
+# make test adds the test extras to the same .venv and runs the suite (without the tests marked slow).
+# CI (.ci/run) also runs  make lint  (ruff, mypy) and  make test-floors  (the whole suite, slow tests
+# included, on the lowest dependency versions pyproject.toml allows, in .venv-floors).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -10,12 +12,23 @@ PIN := -c requirements-ci.txt
 FLOORS_VENV ?= .venv-floors
 FPY := $(FLOORS_VENV)/bin/python
 LINTED := zarchive tests benchmarks
+DEMO_OUT ?= outputs/run.zarc
 
-.PHONY: demo test test-long test-floors lint bench venv clean
+.PHONY: demo test test-slow test-floors lint bench venv clean
 
-$(VENV)/.installed: pyproject.toml requirements-ci.txt
+# pip is upgraded first: an old pip prefers PyPI's CUDA torch 2.13.0 (GBs) to the local 2.13.0+cpu.
+$(VENV)/.installed-base: pyproject.toml requirements-ci.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "zarchive needs Python 3.11 or newer; run make PYTHON=python3.12 (or another 3.11+)")'
+	@echo "== [1/3] creating $(VENV) with $$($(PYTHON) --version)"
 	$(PYTHON) -m venv $(VENV)
+	@echo "== [2/3] upgrading pip"
 	$(PIP) install -q --upgrade pip
+	@echo "== [3/3] installing zarchive and its dependencies: numpy, pandas, torch (CPU), muutils, zstandard, safetensors"
+	$(PIP) install $(PIN) -e .
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.installed-base
+	@echo "== installing the test extras into $(VENV) (pytest, hypothesis, lightning, hydra, moto, ...)"
 	$(PIP) install -q $(PIN) -e ".[test]"
 	touch $@
 
@@ -40,11 +53,17 @@ $(FLOORS_VENV)/.installed: pyproject.toml requirements-ci.txt requirements-floor
 
 venv: $(VENV)/.installed
 
-demo: $(VENV)/.installed
-	$(PY) -m zarchive.demo
+demo: $(VENV)/.installed-base
+	@echo "== running the demo: $(PY) -m zarchive.demo --out $(DEMO_OUT)"
+	@$(PY) -m zarchive.demo --out $(DEMO_OUT)
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -m "not slow" tests
+
+# the tests marked slow (also run by CI, in make test-floors), then a long fuzzing run (~4 minutes)
+test-slow: $(VENV)/.installed
+	$(PY) -m pytest -q -m slow tests
+	ZARCHIVE_FUZZ_EXAMPLES=5000 $(PY) -m pytest -q -p no:cacheprovider tests/test_fuzz.py
 
 # All three checks run; any failure fails the target.
 lint: $(VENV)/.installed-lint
@@ -63,4 +82,4 @@ bench: $(VENV)/.installed-bench
 	$(PY) benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) $(FLOORS_VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(FLOORS_VENV) outputs .pytest_cache .hypothesis .mypy_cache .ruff_cache build *.egg-info

@@ -197,7 +197,7 @@ def test_show_tree(cli: Any) -> None:
     assert "metrics  DataFrame" in out and "step  Series[50] int64" in out
     assert "w  tensor float32 [8, 4]" in out and "(128 B)" in out
     assert "b  tensor bfloat16 [3]" in out and "(6 B)" in out
-    assert "arr  ndarray <f8 [1000]" in out and "(7.8 KiB)" in out
+    assert "arr  ndarray float64 [1000]" in out and "(7.8 KiB)" in out
     assert "notes  str 'hello world'" in out and "lr  float 0.001" in out
 
 

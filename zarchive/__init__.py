@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .api import ZArchive, audit, open, read, save, verify
+from .api import ZArchive, audit, read, save, verify
+from .api import open as open  # zarchive.open, kept out of __all__ (see below)
 from .errors import (
     ConfigMismatchError,
     DeviceError,
@@ -33,7 +34,9 @@ from .options import ErrorMode
 from .protocol import FORMAT_VERSION
 from .registry import register_handler, unregister_handler
 from .typeref import register_class, unregister_class
+from .verify_result import VerifyResult
 
+# `open` is not in __all__: `from zarchive import *` must not shadow the builtin open (zarchive.open stays)
 __all__ = [
     "FORMAT_VERSION",
     "ConfigMismatchError",
@@ -51,12 +54,12 @@ __all__ = [
     "UnknownTypeError",
     "UnsafeArchiveError",
     "UntrustedTypeError",
+    "VerifyResult",
     "VersionError",
     "ZArchive",
     "ZArchiveError",
     "audit",
     "load_checkpoint",
-    "open",
     "read",
     "register_class",
     "register_handler",

@@ -26,6 +26,7 @@ from .progress import for_save as progress_for_save
 from .protocol import FORMAT_NAME, FORMAT_VERSION
 from .registry import HandlerRegistry
 from .remote import is_file_object, is_url, open_source, save_to
+from .verify_result import VerifyResult
 
 PathLike = str | os.PathLike[str]
 StorageOptions = Mapping[str, Any] | None
@@ -132,7 +133,10 @@ class ZArchive:
                 return save_to(file_path, write, storage_options=storage_options, durable=self.settings.durable)
             if storage_options:
                 raise TypeError("storage_options apply to URLs only")
-            atomic_write(path, write, durable=self.settings.durable)
+            try:
+                atomic_write(path, write, durable=self.settings.durable)
+            except PermissionError as e:
+                raise _not_writable(path, e) from None
         finally:
             if bar is not None:
                 bar.close()
@@ -249,6 +253,23 @@ class ZArchive:
                 bar.close()
 
 
+def _not_writable(path: str, e: PermissionError) -> PermissionError:
+    """A save refused by the file system is reported for the target, not for the hidden temporary
+    file beside it that the save was creating."""
+    directory = os.path.dirname(os.path.abspath(path))
+    existing = directory
+    while not os.path.isdir(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)  # the folders to create start below this one
+    reason = e.strerror or str(e)
+    if existing != directory:
+        why = f"cannot save {path!r}: cannot create its directory in {existing!r}, which is not writable ({reason})"
+    elif not os.access(directory, os.W_OK) or os.path.basename(str(e.filename or "")).startswith("."):
+        why = f"cannot save {path!r}: the directory {directory!r} is not writable ({reason})"
+    else:
+        why = f"cannot save {path!r}: {reason}"
+    return PermissionError(e.errno, why)  # the message names the path: no `filename` to repeat it
+
+
 def _read_all(path: str) -> bytes:
     with io.open(path, "rb") as f:  # noqa: UP020 - this module's own open() shadows the builtin
         return f.read()
@@ -263,9 +284,39 @@ def audit(file_path: PathLike | bytes | Any, *, storage_options: StorageOptions 
         return arc.audit()
 
 
+# torch.load keywords people pass out of habit, and what zarchive does instead
+_TORCH_HABITS = {
+    "weights_only": "zarchive never runs code from a file (no pickle), so every read is already as safe as "
+    "torch.load(weights_only=True); to limit which classes a read may build, pass trusted=[...]",
+    "mmap": "zarchive maps the file by default (lazy=True: tensors are views of a copy-on-write mapping); "
+    "lazy=False reads the file into memory instead",
+    "pickle_module": "zarchive never uses pickle",
+}
+_SETTINGS = ("compress", "external_array_threshold", "external_list_threshold", "handlers_pre", "custom_settings",
+             "error_mode", "durable", "verify", "max_decompressed", "max_nodes", "max_read_bytes", "progress")  # fmt: skip
+
+
+def _archive(fn: str, own: Sequence[str], settings: dict[str, Any]) -> ZArchive:
+    """`ZArchive(**settings)` for the module function `fn`, whose unknown keywords are reported as its own."""
+    for key in settings:
+        if key in _SETTINGS:
+            continue
+        message = f"{fn}() got an unexpected keyword argument {key!r}"
+        if key in _TORCH_HABITS:
+            message += f": {_TORCH_HABITS[key]}"
+        else:
+            import difflib
+
+            close = difflib.get_close_matches(key, [*own, *_SETTINGS], n=1)
+            if close:
+                message += f"; did you mean {close[0]!r}?"
+        raise TypeError(message)
+    return ZArchive(**settings)
+
+
 def save(obj: Any, file_path: PathLike | Any, *, storage_options: StorageOptions = None, **settings: Any) -> str:
     """`ZArchive(**settings).save(obj, file_path)`."""
-    return ZArchive(**settings).save(obj, file_path, storage_options=storage_options)
+    return _archive("save", ("storage_options",), settings).save(obj, file_path, storage_options=storage_options)
 
 
 def read(
@@ -281,7 +332,8 @@ def read(
     **settings: Any,
 ) -> Any:
     """`ZArchive(**settings).read(file_path, ...)`."""
-    return ZArchive(**settings).read(
+    own = ("map_location", "dtype", "lazy", "storage_options", "trusted", "unresolved", "tensors")
+    return _archive("read", own, settings).read(
         file_path,
         map_location=map_location,
         dtype=dtype,
@@ -304,7 +356,8 @@ def open(
     **settings: Any,
 ) -> OpenedArchive:
     """`ZArchive(**settings).open(file_path)`: a lazy view of an archive; use it as a context manager."""
-    return ZArchive(**settings).open(
+    own = ("lazy", "storage_options", "trusted", "unresolved", "tensors")
+    return _archive("open", own, settings).open(
         file_path,
         lazy=lazy,
         storage_options=storage_options,
@@ -314,7 +367,8 @@ def open(
     )
 
 
-def verify(file_path: PathLike | Any, *, storage_options: StorageOptions = None) -> list[tuple[str, str]]:
-    """Check every member against its recorded checksums; [] when the archive is intact."""
+def verify(file_path: PathLike | Any, *, storage_options: StorageOptions = None) -> VerifyResult:
+    """Check every member against its recorded checksums. The result is truthy when the archive is
+    intact, falsy when damaged; it is also the list of (member, problem) found (`== []` when intact)."""
     with ZArchive(verify=False).open(file_path, storage_options=storage_options) as arc:
         return arc.verify()

@@ -1,12 +1,13 @@
-"""The demo behind `make demo` (`python -m zarchive.demo`): train a tiny model, save it with its config
-and a table of metrics, show what the archive holds, read it back and check it gives the same outputs.
+"""The demo behind `make demo` (`python -m zarchive.demo --out outputs/run.zarc`): train a tiny model,
+save it with its config, its metrics, a table of its predictions and an array of embeddings, show what
+the archive holds, read it back and check that everything comes back identical.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import subprocess
+import sys
 import tempfile
 
 import numpy as np
@@ -15,6 +16,7 @@ import torch
 from muutils.json_serialize import SerializableDataclass, serializable_dataclass, serializable_field
 
 import zarchive
+from zarchive.cli import main as cli_main
 from zarchive.torchutil import ConfiguredModel, set_config_class
 
 
@@ -46,8 +48,9 @@ class TinyMLP(ConfiguredModel[MLPConfig]):
         return self.net(x)
 
 
-def train(steps: int = 200, seed: int = 0) -> tuple[TinyMLP, pd.DataFrame]:
-    """A few hundred steps on a synthetic 3-class problem; returns the model and its metrics."""
+def train(steps: int = 200, seed: int = 0) -> tuple[TinyMLP, pd.DataFrame, pd.DataFrame, np.ndarray]:
+    """A few hundred steps on a synthetic 3-class problem; returns the model, its metrics, a table of
+    its predictions and the hidden-layer embeddings of the data."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     centers = rng.normal(size=(3, 4)) * 2
@@ -75,7 +78,25 @@ def train(steps: int = 200, seed: int = 0) -> tuple[TinyMLP, pd.DataFrame]:
                 }
             )
     model.eval()
-    return model, pd.DataFrame(rows)
+    with torch.no_grad():
+        probs = torch.softmax(model(x), dim=1)
+        hidden = model.net[1](model.net[0](x))
+    names = np.array(["red", "green", "blue"])
+    predictions = pd.DataFrame(
+        {
+            "label": names[labels],
+            "predicted": names[probs.argmax(1).numpy()],
+            "confidence": probs.max(1).values.numpy(),
+        }
+    )
+    return model, pd.DataFrame(rows), predictions, hidden.numpy()
+
+
+def _bin_dir() -> str:
+    """Where this Python's scripts (the `zarchive` command) are, as short as it can be said from here."""
+    where = os.path.dirname(sys.executable)
+    rel = os.path.relpath(where)
+    return rel if not rel.startswith("..") else where
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,40 +105,56 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = args.out or os.path.join(tempfile.mkdtemp(prefix="zarchive-demo-"), "run.zarc")
 
-    model, metrics = train()
-    run = {"model": model, "metrics": metrics, "notes": "tiny MLP on 3 gaussian blobs", "epochs": 1}
+    print("[1/4] training a tiny model (TinyMLP, 3 classes, 200 steps) ...", flush=True)
+    model, metrics, predictions, embeddings = train()
+    print(f"      accuracy {metrics['accuracy'].iloc[-1]:.3f}")
+    run = {
+        "model": model,
+        "metrics": metrics,
+        "predictions": predictions,
+        "embeddings": embeddings,
+        "notes": "tiny MLP on 3 gaussian blobs",
+    }
     path = zarchive.save(run, out)
-    print(f"saved {path} ({os.path.getsize(path):,} bytes)\n")
+    print(f"[2/4] zarchive.save(run, {path!r}): {os.path.getsize(path):,} bytes; what it holds:\n", flush=True)
 
-    print("== the zip listing (unzip -l) ==")
-    try:
-        print(subprocess.run(["unzip", "-l", path], capture_output=True, text=True, check=True).stdout)
-    except (OSError, subprocess.CalledProcessError):
-        with zarchive.open(path) as arc:
-            for name, info in arc.members.items():
-                print(f"{info['size']:>10}  {name}")
-    with zarchive.open(path) as arc:
-        print("== manifest.json (the readable object tree) ==")
-        import json
-
-        print(json.dumps(arc.manifest, indent=1)[:3000])
-        print("\n== lazy access: one tensor, without loading the rest ==")
-        w = arc["model/state_dict/net.0.weight"]
-        print(f"model/state_dict/net.0.weight: {tuple(w.shape)} {w.dtype}")
+    print(f"$ zarchive show {path}")
+    cli_main(["show", path])
+    print(f"\n$ zarchive ls {path}      # the zip's members, like unzip -l")
+    cli_main(["ls", path])
 
     back = zarchive.read(path)
     x = torch.randn(16, 4)
     with torch.no_grad():
         same = torch.equal(model(x), back["model"](x))
     pd.testing.assert_frame_equal(metrics, back["metrics"], check_exact=True)
-    print(f"\nread back: {type(back['model']).__name__}, config {back['model'].config}")
-    print(f"outputs identical: {same}; metrics identical: True; last accuracy {metrics['accuracy'].iloc[-1]:.3f}")
+    pd.testing.assert_frame_equal(predictions, back["predictions"], check_exact=True)
+    np.testing.assert_array_equal(embeddings, back["embeddings"])
+    print(f"\n[3/4] zarchive.read({path!r}):")
+    print(f"      model: {type(back['model']).__name__}, config {back['model'].config}")
+    print(f"      outputs identical: {same}; metrics, predictions and embeddings identical: True")
 
     alone = model.save(os.path.join(os.path.dirname(path), "model.zarc"))
     again = TinyMLP.read(alone)
     with torch.no_grad():
         same_alone = torch.equal(model(x), again(x))
-    print(f"TinyMLP.read({os.path.basename(alone)!r}): outputs identical: {same_alone}")
+    print(f"[4/4] model.save({alone!r}); TinyMLP.read(...): outputs identical: {same_alone}")
+
+    bin_dir = _bin_dir()
+    zc, py = os.path.join(bin_dir, "zarchive"), os.path.join(bin_dir, "python")
+    tries = [
+        (f"{zc} show {path} model", "one branch of the tree"),
+        (f"{zc} cat {path} predictions", "a table's head (an array: its statistics)"),
+        (f"{zc} verify {path}", "check every checksum"),
+        (f"unzip -l {path}", "a plain zip: unzip, jq and zstd read it"),
+        (f"unzip -p {path} manifest.json | jq .root.model.config", ""),
+        (f"{py} -c \"import zarchive, zarchive.demo; print(zarchive.read('{path}')['model'])\"", ""),
+    ]
+    width = max(len(cmd) for cmd, note in tries if note)
+    print(f"\nnext (the zarchive command is in {bin_dir}/; `source {bin_dir}/activate` puts it on your PATH):")
+    for cmd, note in tries:
+        print(f"  {cmd:<{width}}  # {note}" if note else f"  {cmd}")
+    print("  then demo.ipynb (the same, step by step), README.md (a tour), and `make test` (the tests)")
     return 0 if same and same_alone else 1
 
 

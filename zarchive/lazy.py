@@ -20,6 +20,7 @@ from .objpath import split_path
 from .options import Settings
 from .plan import MemberReader, Plan, Planner, ReadPolicy
 from .registry import HandlerRegistry
+from .verify_result import VerifyResult
 
 if TYPE_CHECKING:
     from typing import Self
@@ -322,10 +323,11 @@ class LazyArchive(PlannedArchive):
         pending.wait()
         return value
 
-    def verify(self) -> list[tuple[str, str]]:
-        """Check every member against every recorded checksum: [(member, problem), ...]."""
+    def verify(self) -> VerifyResult:
+        """Check every member against every recorded checksum: a list of (member, problem), truthy
+        when there is none (see zarchive.verify_result)."""
         self._check_open()
-        return self._reader.verify_all()
+        return VerifyResult(self._reader.verify_all(), members=len(self._reader.zip.members))
 
-    def __repr__(self) -> str:
-        return f"<zarchive {len(self.members)} members, root: {self.summary()}>"
+    def __repr__(self) -> str:  # members counted as `unzip -l`, `zarchive ls` and verify() count them
+        return f"<zarchive {len(self._reader.zip.members)} members, root: {self.summary()}>"

@@ -16,8 +16,14 @@ in a Lightning checkpoint are not data and are converted on the way in:
 - omegaconf configs become plain dicts and lists (interpolations resolved; see zarchive.handlers).
 Anything else that zarchive cannot save raises SaveError naming its place in the checkpoint.
 
-`LightningModule.load_from_checkpoint` reads with torch.load and cannot read a zarchive; use
-`zarchive.lightning.load_from_checkpoint(MyModule, path)` instead.
+`LightningModule.load_from_checkpoint` reads with torch.load and cannot read a zarchive (it fails
+with torch's "PytorchStreamReader failed locating file data.pkl"). Either call
+`zarchive.lightning.load_from_checkpoint(MyModule, path)`, or put `ZArchiveCheckpoints` first among
+the module's bases; then `MyModule.load_from_checkpoint(path)` reads zarchives (and still reads
+torch.save checkpoints as before):
+
+    class MyModule(ZArchiveCheckpoints, L.LightningModule): ...
+    model = MyModule.load_from_checkpoint("checkpoints/last.ckpt")
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import inspect
 import os
 import sys
 import warnings
+import zipfile
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,7 +49,9 @@ except ImportError:
     try:
         from pytorch_lightning.plugins.io import CheckpointIO as _CheckpointIO  # type: ignore[no-redef,assignment]
     except ImportError:
-        raise ImportError("zarchive.lightning needs PyTorch Lightning: pip install 'zarchive[lightning]'") from None
+        raise ImportError(
+            "zarchive.lightning needs PyTorch Lightning: pip install lightning (the 'lightning' extra)"
+        ) from None
 
 _TYPE_KEYS = ("hparams_type", "datamodule_hparams_type")
 _OTHER_BASES = ("lightning.pytorch.plugins.io", "pytorch_lightning.plugins.io")
@@ -108,6 +117,60 @@ def load_from_checkpoint(
     if _is_datamodule(cls):
         return load_state(cls, checkpoint, **kwargs)
     return load_state(cls, checkpoint, strict=strict, **kwargs)
+
+
+class ZArchiveCheckpoints:
+    """A mixin for a LightningModule or LightningDataModule, listed before it among the bases:
+    `MyModule.load_from_checkpoint(path)` reads a zarchive checkpoint with zarchive (and any other
+    file with Lightning's own loader, as before).
+
+        class MyModule(ZArchiveCheckpoints, L.LightningModule): ...
+    """
+
+    @classmethod
+    def load_from_checkpoint(
+        cls,
+        checkpoint_path: Any,
+        map_location: Any = None,
+        hparams_file: Any = None,
+        strict: bool | None = None,
+        weights_only: bool | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        if is_zarchive(checkpoint_path):
+            if hparams_file is not None:
+                raise TypeError("hparams_file is not supported for a zarchive checkpoint: pass the values as keywords")
+            # weights_only is moot: reading a zarchive never runs code from it
+            return load_from_checkpoint(cls, checkpoint_path, map_location=map_location, strict=strict, **kwargs)
+        if weights_only is not None:
+            kwargs["weights_only"] = weights_only
+        parent: Any = super()
+        return parent.load_from_checkpoint(
+            checkpoint_path, map_location=map_location, hparams_file=hparams_file, strict=strict, **kwargs
+        )
+
+
+def is_zarchive(path: Any) -> bool:
+    """Whether `path` (a local path; a URL or file object is opened to see) holds a zarchive, or a ZANJ
+    file zarchive reads, judged by its zip directory: a torch.save checkpoint is a zip too."""
+    from .errors import ZArchiveError
+    from .remote import is_url
+
+    if isinstance(path, (str, os.PathLike)) and not is_url(path):
+        try:
+            with zipfile.ZipFile(os.fspath(path)) as z:
+                names = set(z.namelist())
+        except (OSError, zipfile.BadZipFile):
+            return False
+        return {"manifest.json", "metadata.json"} <= names or "__zanj__.json" in names
+    try:
+        with ZArchive(verify=False).open(path):
+            return True
+    except (ZArchiveError, OSError):
+        return False
+    finally:
+        if hasattr(path, "seek"):
+            path.seek(0)
 
 
 def _namespace(cls: type) -> str:
@@ -252,4 +315,11 @@ def _register_with_loaded_lightning() -> None:
             base.register(ZArchiveCheckpointIO)
 
 
-__all__ = ["ZArchiveCheckpointIO", "from_saved", "load_from_checkpoint", "to_saveable"]
+__all__ = [
+    "ZArchiveCheckpointIO",
+    "ZArchiveCheckpoints",
+    "from_saved",
+    "is_zarchive",
+    "load_from_checkpoint",
+    "to_saveable",
+]

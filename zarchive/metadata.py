@@ -30,7 +30,7 @@ def _version(dist: str) -> str | None:
 
 
 def library_version() -> str:
-    return _version("zarchive") or "0+unknown"
+    return _version("zarchive-ml") or "0+unknown"  # the distribution's name (the import name is zarchive)
 
 
 @functools.lru_cache(maxsize=1)

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 PROGRESS_THRESHOLD = 64 << 20
-INSTALL_HINT = "pip install 'zarchive[progress]'  (tqdm)"
+INSTALL_HINT = "pip install tqdm  (the 'progress' extra: pip install '.[progress]' in a zarchive checkout)"
 
 
 def check_setting(value: Any) -> bool | None:

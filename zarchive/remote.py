@@ -25,7 +25,7 @@ from .errors import FormatError, MemberNotFoundError
 
 REMOTE_BLOCK_SIZE = 64 << 10  # read-ahead per request: a few of these per value, not the whole object
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
-INSTALL_HINT = "pip install 'zarchive[remote]'  (fsspec, plus s3fs for s3:// URLs)"
+INSTALL_HINT = "pip install fsspec s3fs  (the 'remote' extra: pip install '.[remote]' in a zarchive checkout)"
 
 
 def is_url(target: Any) -> bool:

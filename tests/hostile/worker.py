@@ -73,13 +73,13 @@ def _child_read(req: dict[str, Any]) -> dict[str, Any]:
     import zarchive
 
     zarchive.read(req["path"], lazy=req.get("lazy", True))
-    return {"ok": True, "problems": zarchive.verify(req["path"]) if req.get("verify", True) else None}
+    return {"ok": True, "problems": list(zarchive.verify(req["path"])) if req.get("verify", True) else None}
 
 
 def _child_verify(req: dict[str, Any]) -> dict[str, Any]:
     import zarchive
 
-    return {"ok": True, "problems": zarchive.verify(req["path"])}
+    return {"ok": True, "problems": list(zarchive.verify(req["path"]))}
 
 
 def _child_extract(req: dict[str, Any]) -> dict[str, Any]:

@@ -190,12 +190,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         hint = ""
         if isinstance(e, UnknownTypeError) and args.command in ("cat", "convert"):
             hint = "; --import MODULE imports the module that defines it"
-        return _fail(args.command, str(e) + hint, EXIT_BAD_INPUT)
+        path = getattr(args, "path", None) or getattr(args, "src", None)
+        where = f"{path}: " if isinstance(path, str) and path not in str(e) else ""  # name the file
+        return _fail(args.command, where + str(e) + hint, EXIT_BAD_INPUT)
     except BrokenPipeError:  # `zarchive show big.zarc | head`: not an error
         _silence_stdout()
         return 0
     except OSError as e:
         where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+        target = getattr(args, "dst", None)
+        name = os.path.basename(str(e.filename or ""))
+        if isinstance(e, PermissionError) and target and name.startswith(".") and name.endswith("tmp"):
+            # the hidden temporary file a save writes first: name what the user asked for instead
+            where = f"{target}: the directory {os.path.dirname(os.path.abspath(str(e.filename)))!r} is not writable: "
         return _fail(args.command, f"{where}{e.strerror or e}", EXIT_FAILED)
     except KeyboardInterrupt:
         return 130

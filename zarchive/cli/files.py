@@ -34,14 +34,15 @@ def cmd_verify(args: Any) -> int:
     except ZArchiveError as e:
         raise CliError(f"{args.path}: cannot read it as an archive: {e}") from None
     with arc:
-        problems = list(arc.verify())
+        result = arc.verify()
+        problems = list(result)
         root = arc.node("")
         members = arc.members
         for ref, path, _ in walk_refs(arc, root):
             if ref not in members:
                 problems.append((ref, f"the object tree refers to it at {show_path(path)}, the archive lacks it"))
     if not problems:
-        print(f"OK {args.path}: {len(members)} members intact")
+        print(f"OK {args.path}: {result.members} members intact")  # zip members, as `ls` and `unzip -l` count
         return EXIT_OK
     for member, problem in problems:
         print(f"DAMAGED {member}: {problem}")

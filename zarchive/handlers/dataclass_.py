@@ -6,8 +6,9 @@ The node records the class by its tag; reading resolves the tag without importin
 (see typeref), so the class must be imported or registered before reading.
 
 Classes change between saving and reading. A field the archive has and the class lost is dropped
-(a mismatch: warning, error or nothing per error_mode); a field the class gained takes its default;
-a required field the archive lacks is a FieldMismatchError.
+(a mismatch: warning, error or nothing per error_mode); a field the class gained takes its default
+(also a mismatch, naming the field and the default used); a required field the archive lacks is a
+FieldMismatchError.
 
 muutils' own `.serialize()` is not used: it turns arrays into lists and nested objects into dicts.
 Its field options are honoured: `serialize=False` fields are skipped, `serialization_fn` is applied
@@ -140,6 +141,8 @@ def build_dataclass(
                 values[name] = tuple(value)
 
     _check_required([f.name for f in known.values() if f.init and f.name not in values and _required(f)], tag, cls, ctx)
+    gained = [f for f in known.values() if f.init and f.name not in stored and getattr(f, "serialize", True)]
+    _report_gained([(f.name, _default_text(f)) for f in gained], tag, cls, ctx)
     obj = _construct(cls, {n: v for n, v in values.items() if known[n].init}, ctx)
     for name, value in values.items():
         if not known[name].init:
@@ -169,6 +172,31 @@ def _report_dropped(stored: dict[str, Any], known: Any, tag: Any, cls: type, ctx
                 f"the archive's {str(tag)[:200]} has a field {str(name)[:100]!r} that {cls.__qualname__} "
                 "does not have; it is dropped"
             )
+
+
+def _default_text(f: dataclasses.Field[Any]) -> str:
+    if f.default is not dataclasses.MISSING:
+        return _short_repr(f.default)
+    factory = f.default_factory
+    return f"{getattr(factory, '__qualname__', None) or _short_repr(factory)}()"
+
+
+def _short_repr(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001  # a default whose repr fails: still say there is one
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _report_gained(gained: list[tuple[str, str]], tag: Any, cls: type, ctx: LoadContext) -> None:
+    """Fields the class has and the archive does not (the class gained them since the save): each
+    takes its default, a mismatch (warning, error or nothing per error_mode) naming field and default."""
+    for name, default in gained:
+        ctx.mismatch(
+            f"the archive's {str(tag)[:200]} has no field {name!r}, which {cls.__qualname__} has; "
+            f"it takes its default {default}"
+        )
 
 
 def _check_required(missing: list[str], tag: Any, cls: type, ctx: LoadContext) -> None:
@@ -235,6 +263,7 @@ class NamedTupleHandler(NamedTupleSchema, Handler):
         values = {name: ctx.load(sub, name) for name, sub in stored.items() if name in known}
         defaults = getattr(cls, "_field_defaults", {})
         _check_required([n for n in known if n not in values and n not in defaults], tag, cls, ctx)
+        _report_gained([(n, _short_repr(defaults[n])) for n in known if n not in stored], tag, cls, ctx)
         return _construct(cls, values, ctx)
 
 

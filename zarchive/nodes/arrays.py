@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from ..container.shapes import check_shape
+from ..dtype_text import numpy_dtype_name
 from .base import NodeSchema, PlanSink
 
 _NUMPY_DTYPE = re.compile(r"^[<>|=]?([a-zA-Z])(\d*)(\[\w+\])?$")
@@ -72,7 +73,7 @@ class NumpyArraySchema(NodeSchema):
 
     def summary(self, node: dict[str, Any]) -> str:
         where = f" -> {node['$ref']}" if "$ref" in node else ""
-        return f"ndarray {node.get('dtype')} {node.get('shape')}{where}"
+        return f"ndarray {numpy_dtype_name(node.get('dtype'))} {node.get('shape')}{where}"
 
 
 class NumpyScalarSchema(NodeSchema):

@@ -19,6 +19,7 @@ from ..errors import FormatError, MemberNotFoundError
 from ..lazy import PlannedArchive
 from ..options import ErrorMode, Settings
 from ..plan import ReadPolicy
+from ..verify_result import VerifyResult
 from .container import MAIN_NAME, META_NAME, ZanjZip
 from .nodes import Unknown, model_for, node_kind
 from .registry import ZanjHandlers
@@ -98,10 +99,11 @@ class ZanjArchive(PlannedArchive):
             return None
         return model_for(node, self._policy.given, path)[0]
 
-    def verify(self) -> list[tuple[str, str]]:
-        """Inflate every member and check it against its zip CRC: [(member, problem), ...]."""
+    def verify(self) -> VerifyResult:
+        """Inflate every member and check it against its zip CRC: a list of (member, problem), truthy
+        when there is none."""
         self._check_open()
-        return self._reader.verify_all()
+        return VerifyResult(self._reader.verify_all(), members=len(self._reader.members))
 
     def __repr__(self) -> str:
         return f"<ZANJ file, {len(self._reader.members)} members, root: {self.summary()}>"
