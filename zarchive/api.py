@@ -288,18 +288,22 @@ def audit(file_path: PathLike | bytes | Any, *, storage_options: StorageOptions 
 _TORCH_HABITS = {
     "weights_only": "zarchive never runs code from a file (no pickle), so every read is already as safe as "
     "torch.load(weights_only=True); to limit which classes a read may build, pass trusted=[...]",
-    "mmap": "zarchive maps the file by default (lazy=True: tensors are views of a copy-on-write mapping); "
-    "lazy=False reads the file into memory instead",
     "pickle_module": "zarchive never uses pickle",
 }
-_SETTINGS = ("compress", "external_array_threshold", "external_list_threshold", "handlers_pre", "custom_settings",
-             "error_mode", "durable", "verify", "max_decompressed", "max_nodes", "max_read_bytes", "progress")  # fmt: skip
+
+
+def _settings_names() -> list[str]:
+    """The keywords ZArchive(...) takes: what the module functions pass through as settings."""
+    import inspect
+
+    return [p for p in inspect.signature(ZArchive.__init__).parameters if p != "self"]
 
 
 def _archive(fn: str, own: Sequence[str], settings: dict[str, Any]) -> ZArchive:
     """`ZArchive(**settings)` for the module function `fn`, whose unknown keywords are reported as its own."""
+    known = _settings_names()
     for key in settings:
-        if key in _SETTINGS:
+        if key in known:
             continue
         message = f"{fn}() got an unexpected keyword argument {key!r}"
         if key in _TORCH_HABITS:
@@ -307,7 +311,7 @@ def _archive(fn: str, own: Sequence[str], settings: dict[str, Any]) -> ZArchive:
         else:
             import difflib
 
-            close = difflib.get_close_matches(key, [*own, *_SETTINGS], n=1)
+            close = difflib.get_close_matches(key, [*own, *known], n=1)
             if close:
                 message += f"; did you mean {close[0]!r}?"
         raise TypeError(message)
