@@ -403,3 +403,21 @@ def test_remote_archives(cli: Any, capsys: Any, monkeypatch: Any) -> None:
         assert "local files only" in err
     finally:
         fs.rm("/zc-cli", recursive=True)
+
+
+@pytest.mark.parametrize("key", [[None, 1, True], {"a": 1}, 7])
+def test_ls_of_a_tensor_node_whose_key_is_not_a_string(key: Any, tmp_path: Path, capsys: Any) -> None:
+    """Found by the fuzzer: `ls` counted a member's tensors by their keys, which a hostile manifest
+    may make any JSON value (unhashable ones crashed it with exit 3)."""
+    from rewrite import rewrite
+
+    from zarchive.cli import main
+
+    zarchive.save({"t": torch.zeros(3)}, tmp_path / "a.zarc", compress=False)
+
+    def edit(m: dict[str, Any]) -> None:
+        m["root"]["t"]["key"] = key
+
+    rewrite(tmp_path / "a.zarc", tmp_path / "b.zarc", edit)
+    assert main(["ls", str(tmp_path / "b.zarc")]) == 0
+    assert "tensors.safetensors" in capsys.readouterr().out

@@ -61,7 +61,8 @@ def _holdings(arc: Any) -> dict[str, dict[str, Any]]:
     for ref, path, node, pre in walker.walk(_root(arc)):
         finds.setdefault(ref, {}).setdefault(path, pre)
         if ref.endswith((".safetensors", ".safetensors.zst")) and node.get("$type") == "torch.Tensor":
-            keys[ref].add(node.get("key"))  # (a tensor table is found too, as a node with a $ref: not a tensor)
+            key = node.get("key")  # (a tensor table is found too, as a node with a $ref: not a tensor)
+            keys[ref].add(key if isinstance(key, str) else repr(key)[:200])  # any JSON in a hostile file
     out: dict[str, dict[str, Any]] = {}
     for ref, by_path in finds.items():
         ordered = sorted(by_path.items(), key=lambda item: item[1])
