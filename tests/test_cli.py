@@ -421,3 +421,20 @@ def test_ls_of_a_tensor_node_whose_key_is_not_a_string(key: Any, tmp_path: Path,
     rewrite(tmp_path / "a.zarc", tmp_path / "b.zarc", edit)
     assert main(["ls", str(tmp_path / "b.zarc")]) == 0
     assert "tensors.safetensors" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("field", ["compression", "environment", "settings"])
+def test_meta_of_metadata_whose_objects_are_other_json(field: str, tmp_path: Path) -> None:
+    """Found by the fuzzer: `meta` read the metadata's objects as dicts, which a hostile file may make
+    lists (exit 3)."""
+    from rewrite import rewrite
+
+    from zarchive.cli import main
+
+    zarchive.save({"a": 1}, tmp_path / "a.zarc", compress=False)
+
+    def edit(meta: dict[str, Any]) -> None:
+        meta[field] = [None, None]
+
+    rewrite(tmp_path / "a.zarc", tmp_path / "b.zarc", meta_edit=edit)
+    assert main(["meta", str(tmp_path / "b.zarc")]) == 0  # the archive reads: meta shows what it can

@@ -158,9 +158,10 @@ def cmd_meta(args: Any) -> int:
         print(json.dumps(meta, indent=2, ensure_ascii=False))
         return EXIT_OK
     rows = _zanj_meta_rows(meta) if zanj else _meta_rows(meta)
-    stored = sum(e.get("stored_size") or 0 for e in table.values())
-    size = sum(e.get("size") or 0 for e in table.values())
-    packed = sum(1 for e in table.values() if e.get("codec") not in (None, "none"))
+    entries = [_object(e) for e in table.values()]
+    stored = sum(_count(e.get("stored_size")) for e in entries)
+    size = sum(_count(e.get("size")) for e in entries)
+    packed = sum(1 for e in entries if e.get("codec") not in (None, "none"))
     rows.append(("members", f"{len(table)} ({packed} compressed)"))
     ratio = f", {stored / size:.0%} of original" if size else ""
     rows.append(("size", f"{human_size(stored)} stored, {human_size(size)} original{ratio}"))
@@ -170,10 +171,19 @@ def cmd_meta(args: Any) -> int:
     return EXIT_OK
 
 
+def _count(value: Any) -> int:
+    return value if type(value) is int else 0
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """A metadata field that should be an object (a hostile file may put any JSON there)."""
+    return value if isinstance(value, dict) else {}
+
+
 def _meta_rows(meta: dict[str, Any]) -> list[tuple[str, str]]:
-    env = meta.get("environment") or {}
-    comp = meta.get("compression") or {}
-    settings = meta.get("settings") or {}
+    env = _object(meta.get("environment"))
+    comp = _object(meta.get("compression"))
+    settings = _object(meta.get("settings"))
     rows = [
         ("format", f"{meta.get('format')} {meta.get('format_version')}"),
         ("written by", f"zarchive {meta.get('library_version')}"),
@@ -181,7 +191,7 @@ def _meta_rows(meta: dict[str, Any]) -> list[tuple[str, str]]:
     ]
     if env:
         rows.append(("python", f"{env.get('python')} ({env.get('implementation')}) on {env.get('platform')}"))
-        packages = env.get("packages") or {}
+        packages = _object(env.get("packages"))
         rows.append(("packages", ", ".join(f"{k} {v}" for k, v in packages.items() if v) or "-"))
     if comp.get("codec") == "zstd":
         rows.append(("compression", f"zstd level {comp.get('level')}"))
