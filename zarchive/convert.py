@@ -275,7 +275,11 @@ def zarc_to_safetensors(src: PathLike, dst: PathLike) -> ConvertReport:
 
 
 def _save_beside(path: str, write: Any) -> None:
-    """Write through a temporary file next to `path`, then move it into place (no half-written file)."""
+    """Write through a temporary file next to `path`, then move it into place (no half-written file).
+    A target that is not a regular file is refused first, as a save refuses it."""
+    from .container.archive_writer import check_target
+
+    check_target(path)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)

@@ -8,6 +8,7 @@ that had the old file open or mapped keep seeing the old inode. Nothing is ever 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -179,7 +180,13 @@ def atomic_write(path: str, write: Callable[[BinaryIO], None], *, durable: bool 
     fails, including KeyboardInterrupt; only a process killed outright (SIGKILL, power loss) leaves it
     behind, and the target is then still the complete previous file. A big file that is replaced is
     freed on a background thread (see old_file).
+
+    A target that exists and is not a regular file (a device, a FIFO, a socket, a directory, a link
+    into /proc) is refused before anything is opened or created: see check_target. A symlink to a
+    regular file is replaced by the new archive (the file it pointed at is left as it was), like any
+    other rename over it.
     """
+    check_target(path)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     prefix = "." + os.path.basename(path)[:100] + "."
@@ -207,6 +214,73 @@ def atomic_write(path: str, write: Callable[[BinaryIO], None], *, durable: bool 
         raise
     if durable:
         _fsync_dir(directory)
+
+
+_MAX_LINKS = 40  # as the kernel's own limit on symlinks followed in one lookup
+_FILE_OBJECT_HINT = (
+    "save to a regular file path, or pass a binary file object to write into it "
+    "(e.g. zarchive.save(obj, f) with f = open(path, 'wb'), or sys.stdout.buffer)"
+)
+
+
+def _kind(mode: int) -> str | None:
+    """What a non-regular file is, in words (None for a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    for test, what in (
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a directory"),
+    ):
+        if test(mode):
+            return what
+    return "not a regular file"
+
+
+def _links_through_proc(path: str) -> str | None:
+    """The first name on the way from `path` to the file it names (the path itself, then each
+    symlink's target) that lies in /proc or /dev/fd (process descriptor links), or None."""
+    current = os.path.abspath(path)
+    for _ in range(_MAX_LINKS):
+        if current == "/proc" or current.startswith(("/proc/", "/dev/fd/")):
+            return current
+        try:
+            target = os.readlink(current)
+        except OSError:  # not a symlink, or missing: the chain ends here
+            return None
+        current = os.path.normpath(os.path.join(os.path.dirname(current), target))
+    return None
+
+
+def check_target(path: str) -> None:
+    """Refuse a save target that exists and is not a regular file, without opening it (opening a
+    FIFO blocks until someone opens its other end). Renaming over a device node, a FIFO or a socket
+    would replace the special file with a regular one; a /proc/<pid>/fd/N link (/dev/stdout) cannot
+    be renamed over at all."""
+    proc = _links_through_proc(path)
+    if proc is not None:
+        raise SaveError(
+            f"cannot save to {path!r}: it is (or links to) {proc!r}, a process's file descriptor, not a file a "
+            f"save can replace; {_FILE_OBJECT_HINT}"
+        )
+    try:
+        st = os.stat(path)  # follows symlinks; stat() opens nothing, so a FIFO does not block it
+    except (FileNotFoundError, NotADirectoryError):
+        return  # a new file (or a dangling symlink, which the rename replaces)
+    except OSError as e:
+        raise SaveError(f"cannot save to {path!r}: {e.strerror or e}") from None
+    what = _kind(st.st_mode)
+    if what == "a directory":
+        raise SaveError(
+            f"cannot save to {path!r}: it is a directory; give the path of a file (inside it, or elsewhere)"
+        )
+    if what is not None:
+        raise SaveError(
+            f"cannot save to {path!r}: it is {what}, not a regular file, and a save replaces the file at its "
+            f"path; {_FILE_OBJECT_HINT}"
+        )
 
 
 class _EarlyWriteback:
