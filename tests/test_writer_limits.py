@@ -143,3 +143,82 @@ def test_dangling_symlink_is_replaced(tmp_path: Path) -> None:
     link.symlink_to(tmp_path / "missing.zarc")
     zarchive.save({"a": 1}, link)
     assert not link.is_symlink() and zarchive.read(link) == {"a": 1}
+
+
+# --- convert to .safetensors --------------------------------------------------------------------------
+def _convert_refused(tmp_path: Path, obj: Any, match: str) -> None:
+    from zarchive.convert import convert
+
+    src = tmp_path / "src.zarc"
+    zarchive.save(obj, src)
+    dst = tmp_path / "out.safetensors"
+    with pytest.raises(SaveError, match=match):
+        convert(src, dst)
+    assert not dst.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src.zarc"]
+
+
+def test_convert_refuses_the_reserved_metadata_name(tmp_path: Path) -> None:
+    import torch
+
+    _convert_refused(tmp_path, {"__metadata__": torch.ones(2), "w": torch.zeros(3)}, "'__metadata__'.*reserves")
+
+
+def test_convert_refuses_names_that_are_not_utf8(tmp_path: Path) -> None:
+    import torch
+
+    _convert_refused(tmp_path, {"a\ud800": torch.ones(2)}, "lone surrogate")
+
+
+def test_convert_refuses_a_header_safetensors_would_not_read(tmp_path: Path) -> None:
+    import numpy as np
+
+    from zarchive.container.safetensors_layout import MAX_HEADER_BYTES
+
+    # two arrays under keys of 60 MB each: the archive holds them, a .safetensors header cannot
+    long = {"k" * (MAX_HEADER_BYTES * 6 // 10) + str(i): np.arange(300, dtype=np.int32) for i in range(2)}
+    _convert_refused(tmp_path, long, "header of about")
+
+
+def test_every_file_convert_writes_opens_with_safetensors(tmp_path: Path) -> None:
+    """Names safetensors allows (empty, spaces, NUL, '__metadata__' as a prefix, '/', non-ASCII...) and
+    every dtype a .zarc can hold: the output opens with the real safetensors, every kept tensor equal."""
+    import numpy as np
+    import torch
+    from safetensors import safe_open
+
+    from zarchive.convert import convert
+
+    names = [" ", "x\x00y", "__metadata__x", "_metadata", "a/b", "é", "\u2603", "~1", "t" * 5000]
+    obj: dict[str, Any] = {n: torch.arange(3, dtype=torch.float32) + i for i, n in enumerate(names)}
+    for name in ("float64", "float16", "bfloat16", "complex64", "complex128", "int8", "uint16", "uint64", "bool"):
+        obj[f"dt_{name}"] = torch.zeros(4, dtype=getattr(torch, name))
+    for name in ("float8_e4m3fn", "float8_e5m2", "bits8", "uint4", "int2"):
+        obj[f"dt_{name}"] = torch.zeros(4, dtype=torch.uint8).view(getattr(torch, name))
+    obj["np"] = {"f": np.ones((2, 3)), "big_endian": np.arange(5, dtype=">i4"), "empty": np.zeros((0, 70 // 2))}
+    obj["tied"] = [obj["dt_float64"], obj["dt_float64"][1:]]
+    src, dst = tmp_path / "src.zarc", tmp_path / "out.safetensors"
+    zarchive.save(obj, src)
+    report = convert(src, dst)
+    with safe_open(str(dst), framework="pt") as f:
+        keys = set(f.keys())
+        for key in keys:
+            f.get_tensor(key)
+        assert "zarchive.aliases" not in (f.metadata() or {}) or f.metadata()["zarchive.aliases"]
+    assert report.count == len(keys)
+    for i, n in enumerate(names):
+        with safe_open(str(dst), framework="pt") as f:
+            assert torch.equal(f.get_tensor(n), torch.arange(3, dtype=torch.float32) + i)
+    skipped = {note.split(":")[0] for note in report.notes if note.startswith("skipped")}
+    assert skipped == {"skipped dt_complex128", "skipped dt_bits8", "skipped dt_uint4", "skipped dt_int2"}
+
+
+def test_tensor_under_a_key_with_a_lone_surrogate_round_trips(tmp_path: Path) -> None:
+    """Its entry key in the member's safetensors header must be UTF-8: the writer escapes it."""
+    import torch
+
+    obj = {"a\ud800": torch.arange(3), "a\\ud800": torch.arange(4)}  # the escape must not collide
+    zarchive.save(obj, tmp_path / "s.zarc")
+    back = zarchive.read(tmp_path / "s.zarc")
+    assert list(back) == list(obj)
+    assert all(torch.equal(back[k], obj[k]) for k in obj)

@@ -97,6 +97,17 @@ def _as_bytes(t: torch.Tensor) -> memoryview:
     return memoryview(flat.numpy())  # type: ignore[arg-type]  # (as above)
 
 
+def _utf8_key(key: str) -> str:
+    """`key` as text a safetensors header can hold (UTF-8): a lone surrogate from a dict key becomes
+    its escape, `\\udXXX` (the entry key is only a label; the manifest node names it, and
+    `_Group.unique_key` keeps it unique)."""
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return key.encode("utf-8", "backslashreplace").decode("utf-8")
+    return key
+
+
 def _is_floating(dtype: torch.dtype) -> bool:
     return dtype.is_floating_point or dtype.is_complex
 
@@ -146,7 +157,7 @@ class _TensorTable:
         group = groups.get(gname)
         if group is None:
             group = groups[gname] = _Group(name_hint=[gname] if gname else [ROOT_GROUP_MEMBER])
-        return group, join_path(rest)
+        return group, _utf8_key(join_path(rest))
 
     def _place(self, batch: list[_Saved], groups: dict[str, _Group]) -> None:
         first = batch[0]
