@@ -50,14 +50,22 @@ class MemberPlan:
 
 
 def choose_codecs(members: list[MemberPlan], level: int | None) -> None:
-    """Decide each member's codec and final name, and point the manifest nodes at that name."""
+    """Decide each member's codec and final name, and point the manifest nodes at that name.
+
+    A member bigger than a reader decompresses by default (archive_reader.DEFAULT_MAX_DECOMPRESSED)
+    is stored uncompressed, so the file stays readable without raising that limit."""
+    from .archive_reader import DEFAULT_MAX_DECOMPRESSED  # (it imports this module)
+
     for m in members:
         use_zstd = False
         if level is not None and m.compress != "never":
-            if m.compress == "always":
+            parts = list(m.parts())
+            if sum(memoryview(buf).nbytes for _, buf in parts) > DEFAULT_MAX_DECOMPRESSED:
+                use_zstd = False
+            elif m.compress == "always":
                 use_zstd = True
             else:
-                sample = codecs.take_sample(buf for label, buf in m.parts() if label != HEADER_LABEL)
+                sample = codecs.take_sample(buf for label, buf in parts if label != HEADER_LABEL)
                 use_zstd = codecs.worth_compressing(sample, level)
         m.codec = "zstd" if use_zstd else "none"
         m.name = m.base_name + (codecs.ZSTD_SUFFIX if use_zstd else "")
@@ -130,17 +138,21 @@ def _write_zstd(zw: ZipWriter, m: MemberPlan, level: int) -> dict[str, Any]:
 
 def write_archive(
     target: BinaryIO,
-    manifest: dict[str, Any],
+    manifest: dict[str, Any] | bytes,
     members: list[MemberPlan],
     metadata: dict[str, Any],
     level: int | None,
     on_member: Callable[[str, int], None] | None = None,
+    check_size: Callable[[int, int], None] | None = None,
 ) -> None:
     """Write the archive into an open, seekable binary file (the caller handles atomicity).
 
-    on_member(name, size) is called after each member is written (for progress bars)."""
+    `manifest`: the manifest, or its bytes already encoded (and checked, see write_check).
+    on_member(name, size) is called after each member is written (for progress bars).
+    check_size(decoded, file_size), once every member is written: raise to refuse the file, given the
+    bytes its compressed members decode to and (about) the size of the whole file."""
     zw = ZipWriter(target)
-    manifest_bytes = dumps_pretty(manifest)
+    manifest_bytes = manifest if isinstance(manifest, bytes) else dumps_pretty(manifest)
     m_entry = zw.write_entry(MANIFEST_NAME, manifest_bytes)
     infos: dict[str, Any] = {
         MANIFEST_NAME: {
@@ -168,7 +180,12 @@ def write_archive(
         pool.close()
     metadata = dict(metadata)
     metadata["members"] = infos
-    zw.write_entry(METADATA_NAME, dumps_pretty(metadata))
+    metadata_bytes = dumps_pretty(metadata)
+    if check_size is not None:
+        decoded = sum(info["size"] for info in infos.values() if info["codec"] != "none")
+        # (the directory adds about 100 bytes a member: a file a little bigger than this)
+        check_size(decoded, target.tell() + len(metadata_bytes))
+    zw.write_entry(METADATA_NAME, metadata_bytes)
     zw.finish([MANIFEST_NAME, METADATA_NAME])
 
 

@@ -20,6 +20,7 @@ from .base import Handler, expect
 from .builtins import float_node, load_float
 
 EXTERNAL_BYTES = 4096
+MAX_TEXT_VALUE = 10_000  # characters of a Decimal's (or UUID's) text a reader accepts
 _TZ_KEY = re.compile(r"^[A-Za-z0-9_+\-]+(/[A-Za-z0-9_+\-]+)*$")
 
 
@@ -224,11 +225,16 @@ class DecimalUUIDHandler(TextValueSchema, Handler):
         return cls is decimal.Decimal or cls is uuid.UUID
 
     def save(self, obj: Any, ctx: SaveContext) -> Node:
-        return {"$type": "text_value", "kind": "Decimal" if type(obj) is decimal.Decimal else "UUID", "value": str(obj)}
+        text = str(obj)
+        if len(text) > MAX_TEXT_VALUE:
+            raise ctx.error(
+                f"a Decimal of {len(text):,} characters cannot be saved: a reader accepts at most {MAX_TEXT_VALUE:,}"
+            )
+        return {"$type": "text_value", "kind": "Decimal" if type(obj) is decimal.Decimal else "UUID", "value": text}
 
     def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
         value = expect(node, "value", str, ctx)
-        if len(value) > 10_000:
+        if len(value) > MAX_TEXT_VALUE:
             raise ctx.error("value too long")
         kind = node.get("kind")
         if kind == "Decimal":

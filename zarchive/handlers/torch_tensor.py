@@ -20,6 +20,7 @@ import torch
 from ..container.archive_writer import HEADER_LABEL, CompressHint, Part
 from ..container.npy import check_shape
 from ..container.safetensors_layout import TensorSlot, header_length, layout, parse_header
+from ..container.shapes import shape_problem
 from ..context import LoadContext, Node, SaveContext
 from ..errors import DeviceError, FormatError
 from ..nodes.arrays import TensorSchema
@@ -230,12 +231,20 @@ class TensorHandler(TensorSchema, Handler):
         device = t.device  # (this runs once per tensor: each attribute read here costs a torch call)
         if device.type == "meta":
             raise ctx.error("meta tensors have no data to save")
+        shape = t.shape
+        if len(shape) > 8 or t.numel() > 1 << 40:  # (the exact test only where it could fail)
+            problem = shape_problem(tuple(shape))
+            if problem is not None:
+                text = str(list(shape))
+                raise ctx.error(
+                    f"a tensor of shape {text[:77] + '...' if len(text) > 80 else text} cannot be saved: {problem}"
+                )
         node: dict[str, Any] = {
             "$type": self.name,
             "$ref": None,
             "key": None,
             "dtype": dtype_name(t.dtype),
-            "shape": list(t.shape),
+            "shape": list(shape),
             "device": str(device),
         }
         if type(t) is not torch.Tensor and isinstance(t, torch.nn.Parameter):  # (a slow isinstance)
