@@ -33,7 +33,7 @@ def _refused(obj: Any, path: Path, *, match: str, **settings: Any) -> SaveError:
     with pytest.raises(SaveError, match=match) as info:
         zarchive.save(obj, path, **settings)
     assert path.read_bytes() == before
-    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no temporary left behind
+    assert not [p for p in path.parent.iterdir() if p.name.endswith(".zarc-tmp")]  # no temporary left behind
     return info.value
 
 
@@ -222,3 +222,207 @@ def test_tensor_under_a_key_with_a_lone_surrogate_round_trips(tmp_path: Path) ->
     back = zarchive.read(tmp_path / "s.zarc")
     assert list(back) == list(obj)
     assert all(torch.equal(back[k], obj[k]) for k in obj)
+
+
+# --- every limit the reader applies that a saved object can reach --------------------------------------
+def _round_trips(obj: Any, path: Path, **settings: Any) -> Any:
+    zarchive.save(obj, path, **settings)
+    return zarchive.read(path)
+
+
+def test_more_than_64_dimensions(tmp_path: Path) -> None:
+    """The reported case: an empty tensor of 65 dimensions made the whole archive unreadable."""
+    import torch
+
+    from zarchive.container.shapes import MAX_DIMS
+
+    err = _refused({"t": torch.zeros([0] * (MAX_DIMS + 1))}, tmp_path / "a.zarc", match="65 dimensions.*64")
+    assert err.path == "t"
+    back = _round_trips({"t": torch.zeros([0] * MAX_DIMS), "u": torch.zeros([1] * MAX_DIMS)}, tmp_path / "b.zarc")
+    assert back["t"].shape == (0,) * MAX_DIMS and back["u"].shape == (1,) * MAX_DIMS
+
+
+def test_more_than_2_to_62_elements(tmp_path: Path) -> None:
+    """Only a broadcast view (stride 0) can have that many; refused before any byte is produced.
+    Inside the limit, a broadcast view of 2**62 elements would be written out in full, so the
+    round trip uses a small one: views are saved as the values they show."""
+    import numpy as np
+    import torch
+
+    from zarchive.container.shapes import MAX_ELEMENTS
+
+    _refused({"t": torch.zeros(1).expand(3, 1 << 61)}, tmp_path / "a.zarc", match=r"elements.*2\*\*62")
+    big = np.broadcast_to(np.zeros(1, dtype=np.int8), (MAX_ELEMENTS + 1,))
+    assert _refused({"a": big}, tmp_path / "b.zarc", match=r"elements.*2\*\*62").path == "a"
+    back = _round_trips(
+        {"t": torch.ones(1).expand(300, 400), "a": np.broadcast_to(np.ones(3), (300, 3))}, tmp_path / "c.zarc"
+    )
+    assert torch.equal(back["t"], torch.ones(300, 400)) and np.array_equal(back["a"], np.ones((300, 3)))
+
+
+def _nested_lists(depth: int) -> list[Any]:
+    root: list[Any] = []
+    x = root
+    for _ in range(depth - 1):
+        x.append([])
+        x = x[0]
+    return root
+
+
+def test_nesting_depth(tmp_path: Path) -> None:
+    from zarchive.plan import MAX_DEPTH
+
+    _refused(_nested_lists(MAX_DEPTH + 1), tmp_path / "a.zarc", match=f"nested more than {MAX_DEPTH}")
+    assert _round_trips(_nested_lists(MAX_DEPTH), tmp_path / "b.zarc") == _nested_lists(MAX_DEPTH)
+
+
+def test_dict_key_nesting_inside_the_limit_round_trips(tmp_path: Path) -> None:
+    """Keys that are not strings take more JSON levels per object level than plain dicts."""
+    from zarchive.plan import MAX_DEPTH
+
+    d: dict[Any, Any] = {}
+    x = d
+    for _ in range(MAX_DEPTH // 2 - 1):
+        x[(1, 2)] = {}
+        x = x[(1, 2)]
+    assert _round_trips(d, tmp_path / "a.zarc") == d
+
+
+def test_big_int_hex_text(tmp_path: Path) -> None:
+    from zarchive.handlers.builtins import MAX_BIG_INT_HEX
+
+    inside = 1 << 4 * (MAX_BIG_INT_HEX - 3)  # '0x1' and then the zeros: exactly the limit
+    assert len(hex(inside)) == MAX_BIG_INT_HEX
+    assert _round_trips({"n": inside, "m": -(inside >> 4)}, tmp_path / "b.zarc") == {"n": inside, "m": -(inside >> 4)}
+    assert _refused({"n": inside << 4}, tmp_path / "a.zarc", match="hex text").path == "n"
+    _refused([-inside], tmp_path / "c.zarc", match="hex text")
+
+
+def test_decimal_text(tmp_path: Path) -> None:
+    import decimal
+
+    from zarchive.handlers.stdlib import MAX_TEXT_VALUE
+
+    inside = decimal.Decimal("1" * MAX_TEXT_VALUE)
+    assert _round_trips([inside], tmp_path / "b.zarc") == [inside]
+    _refused({"d": decimal.Decimal("1" * (MAX_TEXT_VALUE + 1))}, tmp_path / "a.zarc", match="Decimal")
+
+
+def test_inline_array_cap(tmp_path: Path) -> None:
+    """A reader reads at most 2**24 elements of an inline array: with the threshold set above that,
+    a bigger array goes to a member instead (nothing to refuse)."""
+    import numpy as np
+
+    from zarchive.handlers.numpy_ import MAX_INLINE_LIST_ELEMENTS
+
+    arr = np.arange(MAX_INLINE_LIST_ELEMENTS + 1, dtype=np.int32)
+    back = _round_trips({"a": arr}, tmp_path / "a.zarc", external_array_threshold=MAX_INLINE_LIST_ELEMENTS * 2)
+    assert np.array_equal(back["a"], arr)
+    with zarchive.open(tmp_path / "a.zarc") as arc:
+        assert "$ref" in arc.manifest["root"]["a"]
+
+
+def test_time_zone_keys(tmp_path: Path) -> None:
+    import datetime as dt
+    import zoneinfo
+
+    try:
+        good = zoneinfo.ZoneInfo("America/Argentina/Buenos_Aires")
+    except zoneinfo.ZoneInfoNotFoundError:
+        pytest.skip("no time zone data")
+    value = dt.datetime(2020, 1, 2, 3, 4, tzinfo=good)
+    assert _round_trips([value], tmp_path / "b.zarc") == [value]
+    with open(good._file_path if hasattr(good, "_file_path") else _tz_file(good.key), "rb") as f:  # type: ignore[attr-defined]
+        odd = zoneinfo.ZoneInfo.from_file(f, key="my zone.v2")
+    _refused({"t": dt.datetime(2020, 1, 2, tzinfo=odd)}, tmp_path / "a.zarc", match="time zone key")
+
+
+def _tz_file(key: str) -> str:
+    import zoneinfo
+
+    for base in zoneinfo.TZPATH:
+        path = os.path.join(base, key)
+        if os.path.isfile(path):
+            return path
+    pytest.skip("the time zone data is not in files")
+
+
+def test_safetensors_header_size(tmp_path: Path) -> None:
+    """Tensor keys (object paths) so long that a member's header passes the 100 MB readers accept.
+    Inside the limit: keys of 1 MB (a header of tens of MB takes a while to parse, for nothing)."""
+    import torch
+
+    from zarchive.container.safetensors_layout import MAX_HEADER_BYTES
+
+    long = {"k" * (MAX_HEADER_BYTES * 6 // 10) + str(i): torch.zeros(1) for i in range(2)}
+    _refused(long, tmp_path / "a.zarc", match="header of .* bytes")
+    ok = {"k" * 1_000_000 + str(i): torch.full((2,), float(i)) for i in range(3)}
+    back = _round_trips(ok, tmp_path / "b.zarc")
+    assert all(torch.equal(back[k], v) for k, v in ok.items())
+
+
+def test_compressed_members_past_the_read_budget(tmp_path: Path) -> None:
+    """A read may allocate 1 GiB + 64 x the file's size by default; 1.1 GiB of zeros compress to far
+    less than 1/64 of that, so reading them back would be refused. (np.zeros maps zero pages: the
+    array costs no memory until written.) Inside: 64 MiB of zeros, compressed, read back."""
+    import numpy as np
+
+    from zarchive.plan import DEFAULT_READ_BYTES_BASE
+
+    zeros = np.zeros(DEFAULT_READ_BYTES_BASE + (100 << 20), dtype=np.uint8)
+    _refused({"z": zeros}, tmp_path / "a.zarc", match="compress=False", compress=True)
+    small = np.zeros(64 << 20, dtype=np.uint8)
+    zarchive.save({"z": small}, tmp_path / "b.zarc", compress=True)
+    assert (tmp_path / "b.zarc").stat().st_size < 1 << 20
+    assert np.array_equal(zarchive.read(tmp_path / "b.zarc")["z"], small)
+
+
+class _BigNumberHandler(zarchive.Handler):
+    """A custom handler that writes a JSON number the reader's parser refuses (over 4,300 digits)."""
+
+    name = "tests.BigNumber"
+
+    def accepts(self, cls: type) -> bool:
+        return cls is complex
+
+    def save(self, obj: Any, ctx: Any) -> Any:
+        return {"$type": self.name, "n": 10**5000}
+
+    def load(self, node: dict[str, Any], ctx: Any) -> Any:
+        return complex(0)
+
+
+class _DuplicateKeyHandler(_BigNumberHandler):
+    """... and one whose node has two keys that write as the same JSON key."""
+
+    name = "tests.DuplicateKey"
+
+    def save(self, obj: Any, ctx: Any) -> Any:
+        return {"$type": self.name, 1: 1, "1": 2}
+
+
+@pytest.mark.parametrize("handler", [_BigNumberHandler(), _DuplicateKeyHandler()])
+def test_manifest_json_the_reader_refuses(tmp_path: Path, handler: zarchive.Handler) -> None:
+    path = tmp_path / "a.zarc"
+    before = _existing(path)
+    za = zarchive.ZArchive(handlers_pre=(handler,))
+    with pytest.raises(SaveError, match="manifest"):
+        za.save({"c": 1j}, path)
+    assert path.read_bytes() == before
+
+
+def test_text_a_reader_takes_back_exactly(tmp_path: Path) -> None:
+    """Lone surrogates (keys, values, long lists), NUL, and numpy strings ending in NUL."""
+    import numpy as np
+
+    obj = {
+        "a\udc80": "b\ud800",
+        "long": ["\ud800x"] * 300,
+        "nul": "a\x00b",
+        "np": np.str_("a\x00"),
+        "npb": np.bytes_(b"a\x00"),
+        ("\udfff", 1): {"\ud800": 1},
+    }
+    back = _round_trips(obj, tmp_path / "a.zarc")
+    assert back == obj
+    assert back["np"].dtype == obj["np"].dtype and type(back["np"]) is np.str_

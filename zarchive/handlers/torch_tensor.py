@@ -19,10 +19,10 @@ import torch
 
 from ..container.archive_writer import HEADER_LABEL, CompressHint, Part
 from ..container.npy import check_shape
-from ..container.safetensors_layout import TensorSlot, header_length, layout, parse_header
+from ..container.safetensors_layout import MAX_HEADER_BYTES, TensorSlot, header_length, layout, parse_header
 from ..container.shapes import shape_problem
 from ..context import LoadContext, Node, SaveContext
-from ..errors import DeviceError, FormatError
+from ..errors import DeviceError, FormatError, SaveError
 from ..nodes.arrays import TensorSchema
 from ..objpath import join_path
 from .base import Handler
@@ -199,6 +199,14 @@ class _TensorTable:
 
     def _plan_member(self, entries: list[_Entry], name_hint: list[str]) -> None:
         head, slots = layout([(e.key, e.st_code, e.shape) for e in entries])
+        if len(head) - 8 > MAX_HEADER_BYTES:  # keys (object paths) that long: the header is unreadable
+            longest = max(entries, key=lambda e: len(e.key)).key
+            raise SaveError(
+                f"the tensors' names make a .safetensors header of {len(head) - 8:,} bytes, over the "
+                f"{MAX_HEADER_BYTES:,} a reader (and the safetensors library) accepts; the longest is "
+                f"{len(longest):,} characters: use shorter keys",
+                path=join_path(name_hint) if name_hint != [ROOT_GROUP_MEMBER] else "",
+            )
         by_key = {e.key: e for e in entries}
 
         def parts() -> list[Part]:
