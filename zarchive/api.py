@@ -27,6 +27,7 @@ from .protocol import FORMAT_NAME, FORMAT_VERSION
 from .registry import HandlerRegistry
 from .remote import is_file_object, is_url, open_source, save_to
 from .verify_result import VerifyResult
+from .write_check import CheckedManifest, check_read_budget, check_readable
 
 PathLike = str | os.PathLike[str]
 StorageOptions = Mapping[str, Any] | None
@@ -125,8 +126,11 @@ class ZArchive:
         bar = progress_for_save(self.progress, members, file_path)
         on_member = bar.advance if bar is not None else None
 
+        def check_size(decoded: int, file_size: int) -> None:
+            check_read_budget(decoded, manifest.inline_bytes, file_size)
+
         def write(f: Any) -> None:
-            write_archive(f, manifest, members, metadata, level, on_member=on_member)
+            write_archive(f, manifest.data, members, metadata, level, on_member=on_member, check_size=check_size)
 
         try:
             if remote:
@@ -142,13 +146,14 @@ class ZArchive:
                 bar.close()
         return path
 
-    def _plan(self, obj: Any) -> tuple[dict[str, Any], list[Any], dict[str, Any]]:
+    def _plan(self, obj: Any) -> tuple[CheckedManifest, list[Any], dict[str, Any]]:
+        """The manifest (encoded, and checked to be readable: see write_check), members, metadata."""
         ctx = SaveContext(self.registry, self.settings)
         root = ctx.save(obj)
         ctx.finalize()
         choose_codecs(ctx.members, self.settings.compress_level)
         manifest = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "root": root}
-        return manifest, ctx.members, build_metadata(self.settings)
+        return check_readable(manifest, ctx.members, self.registry), ctx.members, build_metadata(self.settings)
 
     # --- reading ---
     def open(

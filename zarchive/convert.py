@@ -19,7 +19,8 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import FormatError, MemberNotFoundError, UnknownTypeError, ZArchiveError
+from .container.safetensors_layout import MAX_HEADER_BYTES
+from .errors import FormatError, MemberNotFoundError, SaveError, UnknownTypeError, ZArchiveError
 from .objpath import escape
 
 ZARC_EXTS = (".zarc",)
@@ -181,6 +182,7 @@ def zarc_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True) -> Conve
 
 # --- out of .zarc ---
 _TENSOR_TAG = "torch.Tensor"
+RESERVED_SAFETENSORS_KEY = "__metadata__"  # the header key of a .safetensors file's text metadata
 _ARRAY_TAG = "numpy.ndarray"
 
 
@@ -259,7 +261,7 @@ def zarc_to_safetensors(src: PathLike, dst: PathLike) -> ConvertReport:
             kept[ident] = name
             tensors[name] = t
     _separate_shared(tensors, report.notes)
-    unsupported = [n for n, t in tensors.items() if t.dtype in (torch.complex128, torch.complex32)]
+    unsupported = [n for n, t in tensors.items() if not _safetensors_dtype(t.dtype)]
     for n in unsupported:
         report.notes.append(f"skipped {n}: dtype {tensors.pop(n).dtype} has no safetensors equivalent")
     if aliases:
@@ -269,14 +271,70 @@ def zarc_to_safetensors(src: PathLike, dst: PathLike) -> ConvertReport:
         )
     metadata = {"format": "pt", "converted_from": "zarchive"}
     if aliases:
-        metadata["zarchive.aliases"] = json.dumps(aliases, ensure_ascii=False)
-    _save_beside(os.fspath(dst), lambda tmp: save_file(tensors, tmp, metadata=metadata))
+        metadata["zarchive.aliases"] = json.dumps(aliases, ensure_ascii=True)
+    _check_safetensors_names(tensors, metadata)
+
+    def write(tmp: str) -> None:
+        try:
+            save_file(tensors, tmp, metadata=metadata)
+        except Exception as e:  # noqa: BLE001  # safetensors' own error type lives in its Rust extension
+            raise SaveError(f"safetensors cannot write this file: {type(e).__name__}: {str(e)[:300]}") from None
+
+    _save_beside(os.fspath(dst), write)
     report.count = len(tensors)
     return report
 
 
+# dtypes safetensors has no code for (its torch writer raises KeyError on them): skipped with a note
+_NO_SAFETENSORS_DTYPE = frozenset(
+    {"complex128", "complex32", "bits8", "bits16", "bits1x8", "bits2x4", "bits4x2"}
+    | {f"int{n}" for n in range(1, 8)}
+    | {f"uint{n}" for n in range(1, 8)}
+)
+
+
+def _safetensors_dtype(dtype: Any) -> bool:
+    return str(dtype).removeprefix("torch.") not in _NO_SAFETENSORS_DTYPE
+
+
+def _check_safetensors_names(tensors: dict[str, Any], metadata: dict[str, str]) -> None:
+    """Refuse, before anything is written, tensor names a `.safetensors` file cannot hold: the header
+    key `__metadata__` (reserved for the file's text metadata), names that are not valid UTF-8 text
+    (lone surrogates from a key), and names so long that the header passes the 100 MB safetensors
+    allows its readers."""
+    for name in tensors:
+        if name == RESERVED_SAFETENSORS_KEY:
+            raise SaveError(
+                f"a tensor would be named {name!r}, which the safetensors format reserves for the file's "
+                "metadata: rename that key in the archive (or save the tensor under another key) and convert again",
+                path=name,
+            )
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise SaveError(
+                f"the tensor name {name[:80]!r} is not valid UTF-8 text (it holds a lone surrogate), which a "
+                ".safetensors header cannot hold: rename that key and convert again",
+                path=name,
+            ) from None
+    # header size: what safetensors writes, with every offset at its longest
+    header = {
+        n: {"dtype": "BF16", "shape": list(t.shape), "data_offsets": [1 << 63, 1 << 63]} for n, t in tensors.items()
+    }
+    size = len(json.dumps({"__metadata__": metadata, **header}, ensure_ascii=False).encode("utf-8"))
+    if size > MAX_HEADER_BYTES:
+        raise SaveError(
+            f"the tensor names make a .safetensors header of about {size:,} bytes, over the {MAX_HEADER_BYTES:,} "
+            "safetensors allows: shorten the keys and convert again"
+        )
+
+
 def _save_beside(path: str, write: Any) -> None:
-    """Write through a temporary file next to `path`, then move it into place (no half-written file)."""
+    """Write through a temporary file next to `path`, then move it into place (no half-written file).
+    A target that is not a regular file is refused first, as a save refuses it."""
+    from .container.archive_writer import check_target
+
+    check_target(path)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)

@@ -8,6 +8,7 @@ that had the old file open or mapped keep seeing the old inode. Nothing is ever 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -49,14 +50,22 @@ class MemberPlan:
 
 
 def choose_codecs(members: list[MemberPlan], level: int | None) -> None:
-    """Decide each member's codec and final name, and point the manifest nodes at that name."""
+    """Decide each member's codec and final name, and point the manifest nodes at that name.
+
+    A member bigger than a reader decompresses by default (archive_reader.DEFAULT_MAX_DECOMPRESSED)
+    is stored uncompressed, so the file stays readable without raising that limit."""
+    from .archive_reader import DEFAULT_MAX_DECOMPRESSED  # (it imports this module)
+
     for m in members:
         use_zstd = False
         if level is not None and m.compress != "never":
-            if m.compress == "always":
+            parts = list(m.parts())
+            if sum(memoryview(buf).nbytes for _, buf in parts) > DEFAULT_MAX_DECOMPRESSED:
+                use_zstd = False
+            elif m.compress == "always":
                 use_zstd = True
             else:
-                sample = codecs.take_sample(buf for label, buf in m.parts() if label != HEADER_LABEL)
+                sample = codecs.take_sample(buf for label, buf in parts if label != HEADER_LABEL)
                 use_zstd = codecs.worth_compressing(sample, level)
         m.codec = "zstd" if use_zstd else "none"
         m.name = m.base_name + (codecs.ZSTD_SUFFIX if use_zstd else "")
@@ -129,17 +138,21 @@ def _write_zstd(zw: ZipWriter, m: MemberPlan, level: int) -> dict[str, Any]:
 
 def write_archive(
     target: BinaryIO,
-    manifest: dict[str, Any],
+    manifest: dict[str, Any] | bytes,
     members: list[MemberPlan],
     metadata: dict[str, Any],
     level: int | None,
     on_member: Callable[[str, int], None] | None = None,
+    check_size: Callable[[int, int], None] | None = None,
 ) -> None:
     """Write the archive into an open, seekable binary file (the caller handles atomicity).
 
-    on_member(name, size) is called after each member is written (for progress bars)."""
+    `manifest`: the manifest, or its bytes already encoded (and checked, see write_check).
+    on_member(name, size) is called after each member is written (for progress bars).
+    check_size(decoded, file_size), once every member is written: raise to refuse the file, given the
+    bytes its compressed members decode to and (about) the size of the whole file."""
     zw = ZipWriter(target)
-    manifest_bytes = dumps_pretty(manifest)
+    manifest_bytes = manifest if isinstance(manifest, bytes) else dumps_pretty(manifest)
     m_entry = zw.write_entry(MANIFEST_NAME, manifest_bytes)
     infos: dict[str, Any] = {
         MANIFEST_NAME: {
@@ -167,7 +180,12 @@ def write_archive(
         pool.close()
     metadata = dict(metadata)
     metadata["members"] = infos
-    zw.write_entry(METADATA_NAME, dumps_pretty(metadata))
+    metadata_bytes = dumps_pretty(metadata)
+    if check_size is not None:
+        decoded = sum(info["size"] for info in infos.values() if info["codec"] != "none")
+        # (the directory adds about 100 bytes a member: a file a little bigger than this)
+        check_size(decoded, target.tell() + len(metadata_bytes))
+    zw.write_entry(METADATA_NAME, metadata_bytes)
     zw.finish([MANIFEST_NAME, METADATA_NAME])
 
 
@@ -179,7 +197,13 @@ def atomic_write(path: str, write: Callable[[BinaryIO], None], *, durable: bool 
     fails, including KeyboardInterrupt; only a process killed outright (SIGKILL, power loss) leaves it
     behind, and the target is then still the complete previous file. A big file that is replaced is
     freed on a background thread (see old_file).
+
+    A target that exists and is not a regular file (a device, a FIFO, a socket, a directory, a link
+    into /proc) is refused before anything is opened or created: see check_target. A symlink to a
+    regular file is replaced by the new archive (the file it pointed at is left as it was), like any
+    other rename over it.
     """
+    check_target(path)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     prefix = "." + os.path.basename(path)[:100] + "."
@@ -207,6 +231,73 @@ def atomic_write(path: str, write: Callable[[BinaryIO], None], *, durable: bool 
         raise
     if durable:
         _fsync_dir(directory)
+
+
+_MAX_LINKS = 40  # as the kernel's own limit on symlinks followed in one lookup
+_FILE_OBJECT_HINT = (
+    "save to a regular file path, or pass a binary file object to write into it "
+    "(e.g. zarchive.save(obj, f) with f = open(path, 'wb'), or sys.stdout.buffer)"
+)
+
+
+def _kind(mode: int) -> str | None:
+    """What a non-regular file is, in words (None for a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    for test, what in (
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a directory"),
+    ):
+        if test(mode):
+            return what
+    return "not a regular file"
+
+
+def _links_through_proc(path: str) -> str | None:
+    """The first name on the way from `path` to the file it names (the path itself, then each
+    symlink's target) that lies in /proc or /dev/fd (process descriptor links), or None."""
+    current = os.path.abspath(path)
+    for _ in range(_MAX_LINKS):
+        if current == "/proc" or current.startswith(("/proc/", "/dev/fd/")):
+            return current
+        try:
+            target = os.readlink(current)
+        except OSError:  # not a symlink, or missing: the chain ends here
+            return None
+        current = os.path.normpath(os.path.join(os.path.dirname(current), target))
+    return None
+
+
+def check_target(path: str) -> None:
+    """Refuse a save target that exists and is not a regular file, without opening it (opening a
+    FIFO blocks until someone opens its other end). Renaming over a device node, a FIFO or a socket
+    would replace the special file with a regular one; a /proc/<pid>/fd/N link (/dev/stdout) cannot
+    be renamed over at all."""
+    proc = _links_through_proc(path)
+    if proc is not None:
+        raise SaveError(
+            f"cannot save to {path!r}: it is (or links to) {proc!r}, a process's file descriptor, not a file a "
+            f"save can replace; {_FILE_OBJECT_HINT}"
+        )
+    try:
+        st = os.stat(path)  # follows symlinks; stat() opens nothing, so a FIFO does not block it
+    except (FileNotFoundError, NotADirectoryError):
+        return  # a new file (or a dangling symlink, which the rename replaces)
+    except OSError as e:
+        raise SaveError(f"cannot save to {path!r}: {e.strerror or e}") from None
+    what = _kind(st.st_mode)
+    if what == "a directory":
+        raise SaveError(
+            f"cannot save to {path!r}: it is a directory; give the path of a file (inside it, or elsewhere)"
+        )
+    if what is not None:
+        raise SaveError(
+            f"cannot save to {path!r}: it is {what}, not a regular file, and a save replaces the file at its "
+            f"path; {_FILE_OBJECT_HINT}"
+        )
 
 
 class _EarlyWriteback:

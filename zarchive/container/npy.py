@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..errors import FormatError, UnsafeArchiveError
+from ..errors import FormatError, SaveError, UnsafeArchiveError
 from .shapes import check_shape
 
 MAGIC = b"\x93NUMPY"
@@ -29,6 +29,8 @@ def header_bytes(dtype: np.dtype, shape: tuple[int, ...], fortran_order: bool) -
     base = len(MAGIC) + 2 + 2
     total = base + len(text) + 1
     text += " " * ((-total) % 64) + "\n"
+    if len(text) > MAX_HEADER_BYTES:  # (at most 64 dimensions and no structured dtypes: never, in practice)
+        raise SaveError(f".npy header of {len(text)} bytes, over the {MAX_HEADER_BYTES} a reader accepts")
     return MAGIC + b"\x01\x00" + struct.pack("<H", len(text)) + text.encode("latin1")
 
 

@@ -65,6 +65,15 @@ class IntHandler(IntSchema, Handler):
     def save(self, obj: int, ctx: SaveContext) -> Node:
         if -SAFE_INT <= obj <= SAFE_INT:
             return obj
+        if obj.bit_length() > 4 * MAX_BIG_INT_HEX - 16:  # near the limit: measure the text itself
+            text = hex(obj)
+            if len(text) > MAX_BIG_INT_HEX:
+                raise ctx.error(
+                    f"an int of {obj.bit_length():,} bits cannot be saved: its hex text would be {len(text):,} "
+                    f"characters, more than the {MAX_BIG_INT_HEX:,} a reader accepts (save it as bytes, e.g. "
+                    "x.to_bytes(...))"
+                )
+            return {"$type": "int", "hex": text}
         return {"$type": "int", "hex": hex(obj)}
 
     def load(self, node: dict[str, Any], ctx: LoadContext) -> int:

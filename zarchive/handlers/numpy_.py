@@ -16,6 +16,7 @@ import numpy as np
 
 from ..container import npy
 from ..container.archive_writer import CompressHint
+from ..container.shapes import shape_problem
 from ..context import LoadContext, Node, SaveContext
 from ..errors import FormatError, SaveError
 from ..nodes.arrays import NumpyArraySchema, NumpyDtypeSchema, NumpyScalarSchema
@@ -23,6 +24,7 @@ from .base import Handler, expect
 from .builtins import float_node, load_float
 
 _LIST_KINDS = frozenset("biu")
+MAX_INLINE_LIST_ELEMENTS = 1 << 24  # an inline array as nested lists: more elements are never read
 _ARRAY_KINDS = npy.ALLOWED_KINDS
 
 
@@ -38,6 +40,11 @@ def parse_dtype(text: Any, ctx: LoadContext, *, allow_object: bool = False) -> n
     if dtype.kind not in _ARRAY_KINDS or dtype.fields is not None:
         raise ctx.error(f"dtype {text!r} is not allowed")
     return dtype
+
+
+def _short(shape: tuple[int, ...]) -> str:
+    text = str(list(shape))
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _inline_data(arr: np.ndarray) -> dict[str, Any]:
@@ -56,6 +63,9 @@ class NumpyArrayHandler(NumpyArraySchema, Handler):
         return cls is np.ndarray
 
     def save(self, arr: np.ndarray, ctx: SaveContext) -> Node:
+        problem = shape_problem(arr.shape)
+        if problem is not None:
+            raise ctx.error(f"an array of shape {_short(arr.shape)} cannot be saved: {problem}")
         if arr.dtype.hasobject:
             if arr.dtype != np.dtype(object):
                 raise ctx.error("structured arrays with object fields cannot be saved")
@@ -64,7 +74,7 @@ class NumpyArrayHandler(NumpyArraySchema, Handler):
         if arr.dtype.kind not in _ARRAY_KINDS or arr.dtype.fields is not None:
             raise ctx.error(f"numpy dtype {arr.dtype} is not supported (structured/void arrays)")
         order = {"order": "F"} if arr.ndim > 1 and arr.flags.f_contiguous and not arr.flags.c_contiguous else {}
-        if arr.size <= ctx.settings.external_array_threshold:
+        if arr.size <= min(ctx.settings.external_array_threshold, MAX_INLINE_LIST_ELEMENTS):
             return {"$type": self.name, "dtype": arr.dtype.str, "shape": list(arr.shape), **order, **_inline_data(arr)}
         memo: dict[int, tuple[np.ndarray, Any]] = ctx.state("numpy.memo", dict)
         seen = memo.get(id(arr))
@@ -90,7 +100,7 @@ class NumpyArrayHandler(NumpyArraySchema, Handler):
         if "$ref" in node:
             arr = self._load_member(node, dtype, shape, ctx)
         elif "data" in node:
-            if math.prod(shape) > 1 << 24:
+            if math.prod(shape) > MAX_INLINE_LIST_ELEMENTS:
                 raise ctx.error("inline array too large")
             try:
                 arr = np.array(node["data"], dtype=dtype)
@@ -164,7 +174,7 @@ class NumpyScalarHandler(NumpyScalarSchema, Handler):
         elif kind == "c" and dtype.itemsize <= 16:
             node["real"], node["imag"] = float_node(float(obj.real)), float_node(float(obj.imag))
         elif kind == "U":  # by value: np.str_('') has itemsize 0, but np.asarray of it has 4 bytes
-            node["value"] = str(obj)
+            node["value"] = cast(str, obj)[:]  # (str() of np.str_('a\x00') drops the NUL its dtype counts)
         elif kind == "S":
             node["base64"] = base64.b64encode(bytes(obj)).decode("ascii")  # type: ignore[call-overload]  # np.bytes_ is bytes
         else:

@@ -21,7 +21,14 @@ from .base import Handler, expect
 from .builtins import float_node, load_float
 
 EXTERNAL_BYTES = 4096
+MAX_TEXT_VALUE = 10_000  # characters of a Decimal's (or UUID's) text a reader accepts
 _TZ_KEY = re.compile(r"^[A-Za-z0-9_+\-]+(/[A-Za-z0-9_+\-]+)*$")
+MAX_TZ_KEY = 100
+
+
+def tz_key_ok(key: str) -> bool:
+    """Whether a reader accepts `key` as a time zone name (it refuses any other before zoneinfo sees it)."""
+    return len(key) <= MAX_TZ_KEY and ".." not in key and _TZ_KEY.match(key) is not None
 
 
 class BytesHandler(BytesSchema, Handler):
@@ -81,6 +88,11 @@ def stdlib_tz_fields(tz: dt.tzinfo | None, ctx: SaveContext) -> dict[str, Any]:
         return {}
     key = getattr(tz, "key", None)
     if isinstance(key, str) and type(tz).__module__ == "zoneinfo":
+        if not tz_key_ok(key):
+            raise ctx.error(
+                f"time zone key {key[:60]!r} cannot be saved: a reader accepts only IANA-style names (letters, "
+                f"digits, '_', '+', '-' in '/'-separated parts, at most {MAX_TZ_KEY} characters)"
+            )
         return {"tz": key}
     if type(tz) is dt.timezone:
         offset = tz.utcoffset(None)
@@ -96,7 +108,7 @@ def stdlib_tz_fields(tz: dt.tzinfo | None, ctx: SaveContext) -> dict[str, Any]:
 def stdlib_tz_from(node: dict[str, Any], ctx: LoadContext) -> dt.tzinfo | None:
     if "tz" in node:
         key = expect(node, "tz", str, ctx)
-        if not _TZ_KEY.match(key) or ".." in key or len(key) > 100:
+        if not tz_key_ok(key):
             raise ctx.error(f"bad time zone key {key[:40]!r}")
         import zoneinfo
 
@@ -280,11 +292,16 @@ class DecimalUUIDHandler(TextValueSchema, Handler):
         return cls is decimal.Decimal or cls is uuid.UUID
 
     def save(self, obj: Any, ctx: SaveContext) -> Node:
-        return {"$type": "text_value", "kind": "Decimal" if type(obj) is decimal.Decimal else "UUID", "value": str(obj)}
+        text = str(obj)
+        if len(text) > MAX_TEXT_VALUE:
+            raise ctx.error(
+                f"a Decimal of {len(text):,} characters cannot be saved: a reader accepts at most {MAX_TEXT_VALUE:,}"
+            )
+        return {"$type": "text_value", "kind": "Decimal" if type(obj) is decimal.Decimal else "UUID", "value": text}
 
     def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
         value = expect(node, "value", str, ctx)
-        if len(value) > 10_000:
+        if len(value) > MAX_TEXT_VALUE:
             raise ctx.error("value too long")
         kind = node.get("kind")
         if kind == "Decimal":

@@ -19,9 +19,10 @@ import torch
 
 from ..container.archive_writer import HEADER_LABEL, CompressHint, Part
 from ..container.npy import check_shape
-from ..container.safetensors_layout import TensorSlot, header_length, layout, parse_header
+from ..container.safetensors_layout import MAX_HEADER_BYTES, TensorSlot, header_length, layout, parse_header
+from ..container.shapes import shape_problem
 from ..context import LoadContext, Node, SaveContext
-from ..errors import DeviceError, FormatError
+from ..errors import DeviceError, FormatError, SaveError
 from ..nodes.arrays import TensorSchema
 from ..objpath import join_path
 from .base import Handler
@@ -97,6 +98,17 @@ def _as_bytes(t: torch.Tensor) -> memoryview:
     return memoryview(flat.numpy())  # type: ignore[arg-type]  # (as above)
 
 
+def _utf8_key(key: str) -> str:
+    """`key` as text a safetensors header can hold (UTF-8): a lone surrogate from a dict key becomes
+    its escape, `\\udXXX` (the entry key is only a label; the manifest node names it, and
+    `_Group.unique_key` keeps it unique)."""
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return key.encode("utf-8", "backslashreplace").decode("utf-8")
+    return key
+
+
 def _is_floating(dtype: torch.dtype) -> bool:
     return dtype.is_floating_point or dtype.is_complex
 
@@ -146,7 +158,7 @@ class _TensorTable:
         group = groups.get(gname)
         if group is None:
             group = groups[gname] = _Group(name_hint=[gname] if gname else [ROOT_GROUP_MEMBER])
-        return group, join_path(rest)
+        return group, _utf8_key(join_path(rest))
 
     def _place(self, batch: list[_Saved], groups: dict[str, _Group]) -> None:
         first = batch[0]
@@ -187,6 +199,14 @@ class _TensorTable:
 
     def _plan_member(self, entries: list[_Entry], name_hint: list[str]) -> None:
         head, slots = layout([(e.key, e.st_code, e.shape) for e in entries])
+        if len(head) - 8 > MAX_HEADER_BYTES:  # keys (object paths) that long: the header is unreadable
+            longest = max(entries, key=lambda e: len(e.key)).key
+            raise SaveError(
+                f"the tensors' names make a .safetensors header of {len(head) - 8:,} bytes, over the "
+                f"{MAX_HEADER_BYTES:,} a reader (and the safetensors library) accepts; the longest is "
+                f"{len(longest):,} characters: use shorter keys",
+                path=join_path(name_hint) if name_hint != [ROOT_GROUP_MEMBER] else "",
+            )
         by_key = {e.key: e for e in entries}
 
         def parts() -> list[Part]:
@@ -219,12 +239,20 @@ class TensorHandler(TensorSchema, Handler):
         device = t.device  # (this runs once per tensor: each attribute read here costs a torch call)
         if device.type == "meta":
             raise ctx.error("meta tensors have no data to save")
+        shape = t.shape
+        if len(shape) > 8 or t.numel() > 1 << 40:  # (the exact test only where it could fail)
+            problem = shape_problem(tuple(shape))
+            if problem is not None:
+                text = str(list(shape))
+                raise ctx.error(
+                    f"a tensor of shape {text[:77] + '...' if len(text) > 80 else text} cannot be saved: {problem}"
+                )
         node: dict[str, Any] = {
             "$type": self.name,
             "$ref": None,
             "key": None,
             "dtype": dtype_name(t.dtype),
-            "shape": list(t.shape),
+            "shape": list(shape),
             "device": str(device),
         }
         if type(t) is not torch.Tensor and isinstance(t, torch.nn.Parameter):  # (a slow isinstance)
