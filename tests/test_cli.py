@@ -438,3 +438,19 @@ def test_meta_of_metadata_whose_objects_are_other_json(field: str, tmp_path: Pat
 
     rewrite(tmp_path / "a.zarc", tmp_path / "b.zarc", meta_edit=edit)
     assert main(["meta", str(tmp_path / "b.zarc")]) == 0  # the archive reads: meta shows what it can
+
+
+def test_cat_of_a_node_whose_type_is_not_a_string(tmp_path: Path) -> None:
+    """Found by the fuzzer: `cat` looked a node's "$type" up in a set, which a hostile manifest may make
+    a dict (unhashable: exit 3)."""
+    from rewrite import rewrite
+
+    from zarchive.cli import main
+
+    zarchive.save({"model": {"w": torch.zeros(2)}}, tmp_path / "a.zarc", compress=False)
+
+    def edit(m: dict[str, Any]) -> None:
+        m["root"]["model"]["w"]["$type"] = {"not": "a tag"}
+
+    rewrite(tmp_path / "a.zarc", tmp_path / "b.zarc", edit)
+    assert main(["cat", str(tmp_path / "b.zarc"), "model/w"]) == 2

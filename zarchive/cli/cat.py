@@ -57,7 +57,7 @@ def _is_container(arc: Any, node: Any) -> bool:
 
         return node_kind(node) in ("dict", "list")
     tag = node.get("$type")
-    return tag is None or (tag in _CONTAINER_TAGS and children(arc, node) is not None)
+    return tag is None or (isinstance(tag, str) and tag in _CONTAINER_TAGS and children(arc, node) is not None)
 
 
 def _container_lines(arc: Any, node: Any, rows: int) -> list[str]:
