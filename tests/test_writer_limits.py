@@ -210,7 +210,20 @@ def test_every_file_convert_writes_opens_with_safetensors(tmp_path: Path) -> Non
         with safe_open(str(dst), framework="pt") as f:
             assert torch.equal(f.get_tensor(n), torch.arange(3, dtype=torch.float32) + i)
     skipped = {note.split(":")[0] for note in report.notes if note.startswith("skipped")}
-    assert skipped == {"skipped dt_complex128", "skipped dt_bits8", "skipped dt_uint4", "skipped dt_int2"}
+    # what the installed safetensors cannot write (its versions differ: 0.4 lacks complex64, float8 and
+    # uint16), asked of safetensors itself; none has complex128 or the sub-byte types
+    from safetensors.torch import save as st_save
+
+    def writable(t: torch.Tensor) -> bool:
+        try:
+            st_save({"x": t})
+        except Exception:  # noqa: BLE001
+            return False
+        return True
+
+    dtypes = {n[3:]: t for n, t in obj.items() if isinstance(n, str) and n.startswith("dt_")}
+    assert skipped == {f"skipped dt_{n}" for n, t in dtypes.items() if not writable(t)}
+    assert {"skipped dt_complex128", "skipped dt_bits8", "skipped dt_uint4", "skipped dt_int2"} <= skipped
 
 
 def test_tensor_under_a_key_with_a_lone_surrogate_round_trips(tmp_path: Path) -> None:

@@ -285,16 +285,25 @@ def zarc_to_safetensors(src: PathLike, dst: PathLike) -> ConvertReport:
     return report
 
 
-# dtypes safetensors has no code for (its torch writer raises KeyError on them): skipped with a note
-_NO_SAFETENSORS_DTYPE = frozenset(
-    {"complex128", "complex32", "bits8", "bits16", "bits1x8", "bits2x4", "bits4x2"}
-    | {f"int{n}" for n in range(1, 8)}
-    | {f"uint{n}" for n in range(1, 8)}
-)
+_WRITABLE: dict[Any, bool] = {}  # torch dtype -> whether the installed safetensors writes it (bounded: dtypes)
 
 
 def _safetensors_dtype(dtype: Any) -> bool:
-    return str(dtype).removeprefix("torch.") not in _NO_SAFETENSORS_DTYPE
+    """Whether the installed safetensors' torch writer can store this dtype (versions differ: 0.4 has no
+    complex64, none has complex128 or the sub-byte types): asked once per dtype, by writing one
+    element to bytes with its public `save`."""
+    known = _WRITABLE.get(dtype)
+    if known is None:
+        import torch
+        from safetensors.torch import save
+
+        try:
+            save({"x": torch.zeros(1, dtype=dtype)})
+            known = True
+        except Exception:  # noqa: BLE001 - KeyError, TypeError, RuntimeError: whatever says "not this dtype"
+            known = False
+        _WRITABLE[dtype] = known
+    return known
 
 
 def _check_safetensors_names(tensors: dict[str, Any], metadata: dict[str, str]) -> None:

@@ -79,7 +79,8 @@ def _as_bytes(t: torch.Tensor) -> memoryview:
     """The tensor's bytes (CPU, contiguous) as a flat memoryview, without copying where possible."""
     t = t.detach()
     if t.device.type == "cpu" and t.dtype in _NUMPY_DTYPES and t.numel() and t.is_contiguous():
-        view = memoryview(t.numpy())  # type: ignore[arg-type]  # numpy's stubs give ndarray no __buffer__ before 3.12
+        # flat first: numpy 1.x holds at most 32 dimensions, a tensor up to 64 (same bytes either way)
+        view = memoryview(t.reshape(-1).numpy())  # type: ignore[arg-type]  # numpy's stubs: no __buffer__ before 3.12
         if view.c_contiguous:
             return view.cast("B")
     if t.device.type != "cpu":
