@@ -404,3 +404,15 @@ def test_crc32_combine_at_large_lengths(length: int) -> None:
     a = b"prefix"
     b = bytes(range(256)) * (length // 256) + bytes(length % 256)
     assert crc32_combine(zlib.crc32(a), zlib.crc32(b), len(b)) == zlib.crc32(a + b)
+
+
+@pytest.mark.parametrize("descr", [",", "a(", "(2)f8", "U1000000000000000000", "x" * 100])
+def test_npy_dtype_text_numpy_cannot_parse_is_a_format_error(descr: str) -> None:
+    """Found by the fuzzer's long run: numpy parses comma-separated dtype text with ast.literal_eval,
+    so a header whose descr is ',' raised SyntaxError out of the reader."""
+    from hostile.formats import npy_bytes
+
+    from zarchive.container import npy
+
+    with pytest.raises(zarchive.FormatError):
+        npy.parse(memoryview(npy_bytes(descr, (2,), b"\0" * 16)), member="a.npy")

@@ -11,6 +11,7 @@ import ast
 import math
 import struct
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -77,10 +78,7 @@ def parse(buf: memoryview, *, member: str) -> np.ndarray:
     descr, fortran, shape = header["descr"], header["fortran_order"], header["shape"]
     if not isinstance(descr, str):
         raise UnsafeArchiveError("structured .npy dtypes are not allowed", member=member)
-    try:
-        dtype = np.dtype(descr)
-    except TypeError as e:
-        raise FormatError(f"bad .npy dtype {descr!r}: {e}", member=member) from None
+    dtype = dtype_from_text(descr, member=member)
     if dtype.kind not in ALLOWED_KINDS or dtype.hasobject or dtype.fields is not None:
         raise UnsafeArchiveError(
             f".npy dtype {descr!r} is not allowed (object, void and structured dtypes never load)",
@@ -102,3 +100,18 @@ def parse(buf: memoryview, *, member: str) -> np.ndarray:
     if fortran:
         return flat.reshape(shape[::-1]).T
     return flat.reshape(shape)
+
+
+MAX_DTYPE_TEXT = 64
+
+
+def dtype_from_text(text: str, *, member: str | None = None, path: str | None = None) -> np.dtype[Any]:
+    """numpy's dtype for a dtype string read from a file. numpy parses such text with several parsers
+    (comma-separated strings go through `ast.literal_eval`) that raise TypeError, ValueError,
+    SyntaxError and more on junk: every failure is a FormatError."""
+    if len(text) > MAX_DTYPE_TEXT:
+        raise FormatError(f"dtype text of {len(text)} characters is too long", member=member, path=path)
+    try:
+        return np.dtype(text)
+    except Exception as e:  # noqa: BLE001 - whatever numpy's parsers raise on text from a file
+        raise FormatError(f"bad dtype {text[:40]!r}: {type(e).__name__}", member=member, path=path) from None

@@ -34,8 +34,8 @@ def parse_dtype(text: Any, ctx: LoadContext, *, allow_object: bool = False) -> n
     if text == "object" and allow_object:
         return np.dtype(object)
     try:
-        dtype = np.dtype(text)
-    except TypeError:
+        dtype = npy.dtype_from_text(text)
+    except FormatError:
         raise ctx.error(f"unknown dtype {text!r}") from None
     if dtype.kind not in _ARRAY_KINDS or dtype.fields is not None:
         raise ctx.error(f"dtype {text!r} is not allowed")

@@ -130,8 +130,8 @@ def array_dtype(text: Any, path: str) -> np.dtype:
     if not isinstance(text, str) or len(text) > 40:
         raise FormatError("bad array dtype", path=path)
     try:
-        dtype = np.dtype(text.removeprefix("torch."))
-    except TypeError:
+        dtype = npy.dtype_from_text(text.removeprefix("torch."))
+    except FormatError:
         raise FormatError(f"unknown array dtype {text!r}", path=path) from None
     if dtype.kind not in npy.ALLOWED_KINDS or dtype.fields is not None or dtype.subdtype is not None:
         raise FormatError(f"array dtype {text!r} is not allowed", path=path)
@@ -185,12 +185,12 @@ def nbytes_of(node: Any) -> int | None:
     if node_kind(node) not in ("array", "tensor"):
         return None
     try:
-        dtype = np.dtype(str(node.get("dtype")).removeprefix("torch."))
+        dtype = npy.dtype_from_text(str(node.get("dtype")).removeprefix("torch."))
         shape = node.get("shape")
         if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
             return None
         return math.prod(shape) * dtype.itemsize
-    except TypeError:
+    except (TypeError, FormatError):
         return None
 
 
