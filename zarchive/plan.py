@@ -270,10 +270,10 @@ class Planner:
         try:
             since = tuple(int(x) for x in schema.since.split("."))
             if file_version(self.reader) < since:
-                raise self.error(f"a manifest {key!r} section is format {schema.since}; the file says {self.version}")
+                raise self.error(f"it is format {schema.since}; the file says {self.version}")
             tag = node.get("$type") if isinstance(node, dict) else None
             if tag != schema.name:
-                raise self.error(f"the manifest's {key!r} section must be a {schema.name!r} node")
+                raise self.error(f"it must be a node of type {schema.name!r}")
             self.count_nodes(1)
             self._plan_typed(tag, schema, node)
         except ZArchiveError as e:

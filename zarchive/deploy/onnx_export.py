@@ -38,7 +38,7 @@ class OnnxExport:
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
     """The exporters' own deprecation notices and progress lines are not the user's business here."""
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         warnings.simplefilter("ignore")
         yield
 
@@ -85,11 +85,15 @@ def export_onnx(model: torch.nn.Module, args: tuple[torch.Tensor, ...], inputs: 
         try:
             _dynamo(model, args, inputs, outputs, path)
         except Exception as e:  # noqa: BLE001 - any failure of the new exporter: the old one may still work
-            notes.append(f"the dynamo exporter failed ({first_line(e)}); exported with the TorchScript-based one")
+            why = first_line(e)
             exporter = "torch.onnx.export(dynamo=False)"
             for name in os.listdir(tmp):
                 os.unlink(os.path.join(tmp, name))
-            _torchscript_based(model, args, inputs, outputs, path)
+            try:
+                _torchscript_based(model, args, inputs, outputs, path)
+            except Exception as e2:  # noqa: BLE001
+                raise ValueError(f"{first_line(e2)} (and the dynamo exporter: {why})") from e2
+            notes.append(f"the dynamo exporter failed ({why}); exported with the TorchScript-based one")
         extra = sorted(set(os.listdir(tmp)) - {"model.onnx"})
         if extra:
             raise ValueError(f"the exporter wrote its weights beside the model ({', '.join(extra)}), not inside it")

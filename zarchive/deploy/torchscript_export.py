@@ -50,7 +50,9 @@ def export_torchscript(model: torch.nn.Module, args: tuple[torch.Tensor, ...]) -
                     seen.append(text)
         notes += [f"torch.jit.trace: {t}" for t in seen[:MAX_NOTES]]
     buf = io.BytesIO()
-    torch.jit.save(module, buf)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # (torch 2.9+ points to torch.export)
+        torch.jit.save(module, buf)
     schema = module.forward.schema
     inputs = [a.name for a in schema.arguments[1:]]  # (the first is self)
     return TorchScriptExport(buf.getvalue(), exporter, inputs, notes)
@@ -60,6 +62,8 @@ def run_torchscript(data: bytes, args: tuple[torch.Tensor, ...]) -> Any:
     """The outputs of the TorchScript file `data` (loaded back from its bytes) on `args`."""
     from .runtime import load_torchscript
 
-    module = load_torchscript(data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        module = load_torchscript(data)
     with torch.no_grad():
         return module(*args)
