@@ -216,25 +216,25 @@ def test_training_flags_come_back(tmp_path: Path) -> None:
     assert model.training and not model.net[1].training and model.net[0].training
 
 
+def _cli(*args: str) -> str:
+    run = subprocess.run(
+        [sys.executable, "-m", "zarchive", *args], check=False, capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    return run.stdout
+
+
 def test_ls_shows_the_exports(saved: dict[str, Any]) -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "zarchive", "ls", "--bytes", str(saved["path"])],
-        capture_output=True, text=True, check=True, cwd=ROOT, timeout=120,
-    ).stdout  # fmt: skip
+    out = _cli("ls", "--bytes", str(saved["path"]))
     with zarchive.open(saved["path"]) as arc:
         sizes = {name: e["size"] for name, e in arc.exports.items()}
     onnx_line = next(line for line in out.splitlines() if line.startswith(ONNX))
     ts_line = next(line for line in out.splitlines() if line.startswith(TS))
     assert str(sizes["onnx"]) in onnx_line and "ONNX export" in onnx_line and "own copy of the weights" in onnx_line
     assert str(sizes["torchscript"]) in ts_line and "TorchScript export" in ts_line
-    rows = json.loads(
-        subprocess.run(
-            [sys.executable, "-m", "zarchive", "ls", "--json", str(saved["path"])],
-            capture_output=True, text=True, check=True, cwd=ROOT, timeout=120,
-        ).stdout  # fmt: skip
-    )
-    by_member = {r["member"]: r for r in rows}
+    by_member = {r["member"]: r for r in json.loads(_cli("ls", "--json", str(saved["path"])))}
     assert by_member[ONNX]["export"] == "onnx" and by_member[TS]["export"] == "torchscript"
+    assert by_member[ONNX]["size"] == sizes["onnx"] and by_member["manifest.json"]["export"] is None
 
 
 # --- fallbacks, failures, warnings ------------------------------------------------------------------------
@@ -264,7 +264,9 @@ def test_export_that_disagrees_raises_and_leaves_the_old_file(tmp_path: Path) ->
 
 def test_export_that_fails_raises_naming_it(tmp_path: Path) -> None:
     with pytest.raises(zarchive.SaveError, match=r"the 'onnx' export failed: .*eigvals") as info:
-        zarchive.save(NoOnnxOp(ScaleConfig()), tmp_path / "m.zarc", export=("onnx",), example_inputs=(torch.randn(2, 3, 3),))
+        zarchive.save(
+            NoOnnxOp(ScaleConfig()), tmp_path / "m.zarc", export=("onnx",), example_inputs=(torch.randn(2, 3, 3),)
+        )
     assert "dynamo" in str(info.value)  # both exporters were tried
     assert not (tmp_path / "m.zarc").exists()
 

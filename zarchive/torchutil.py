@@ -22,8 +22,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Self, TypeVar
 
 from .api import ZArchive
-from .deploy import ExportErrors
 from .configured import ConfiguredModelBase, set_config_class
+from .deploy import ExportErrors
 from .model_read import read_model
 
 T_config = TypeVar("T_config")

@@ -77,7 +77,9 @@ def start_verifying(
     todo = [
         name
         for name, entry in reader.metadata["members"].items()
-        if entry.get("codec") == "none" and name in reader.zip.members and not reader.is_checked(name)
+        if entry.get("codec") == "none"
+        and name in reader.zip.members
+        and not reader.is_checked(name)
         and name not in skip
     ]
     chunks: list[tuple[int, memoryview]] = []  # (index into todo, bytes)
@@ -129,7 +131,9 @@ class Prefetch:
         todo = [
             name
             for name, entry in reader.metadata["members"].items()
-            if entry.get("codec") == "none" and name in reader.zip.members and not reader.is_checked(name)
+            if entry.get("codec") == "none"
+            and name in reader.zip.members
+            and not reader.is_checked(name)
             and name not in skip
         ]
         total = sum(reader.zip.members[name].size for name in todo)

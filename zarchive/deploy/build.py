@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -14,6 +15,7 @@ from ..errors import ExportWarning, SaveError
 from ..nodes.exports import EXPORT_MEMBERS, ExportsSchema
 from . import ExportErrors, check_arguments, first_line
 from .compare import Comparison, OutputError, compare, flatten_outputs, to_numpy
+
 
 def _inputs(example_inputs: Any) -> tuple[torch.Tensor, ...]:
     args = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
@@ -108,9 +110,8 @@ def build_exports(
                 warnings.warn(f"{error.message}; saved without it", ExportWarning, stacklevel=4)
                 continue
             node[name] = entry
-            members.append(MemberPlan(EXPORT_MEMBERS[name], lambda data=data: iter_parts(data), compress="never"))
+            members.append(MemberPlan(EXPORT_MEMBERS[name], functools.partial(iter_parts, data), compress="never"))
     finally:
         for m, training in modes.items():
             m.training = training
     return (node if members else None), members
-

@@ -38,10 +38,13 @@ class OnnxExport:
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
     """The exporters' own deprecation notices and progress lines are not the user's business here."""
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    with (
+        warnings.catch_warnings(),
+        contextlib.redirect_stdout(io.StringIO()),
+        contextlib.redirect_stderr(io.StringIO()),
+    ):
         warnings.simplefilter("ignore")
         yield
-
 
 
 def _dynamo(model: torch.nn.Module, args: tuple[Any, ...], inputs: list[str], outputs: list[str], path: str) -> None:
@@ -69,12 +72,12 @@ def _torchscript_based(
     axes = {name: {0: "batch"} for name, a in zip(inputs, args, strict=True) if a.ndim >= 1}
     axes.update({name: {0: "batch"} for name in outputs})
     with _quiet():
-        torch.onnx.export(
-            model, args, path, dynamo=False, input_names=inputs, output_names=outputs, dynamic_axes=axes
-        )
+        torch.onnx.export(model, args, path, dynamo=False, input_names=inputs, output_names=outputs, dynamic_axes=axes)
 
 
-def export_onnx(model: torch.nn.Module, args: tuple[torch.Tensor, ...], inputs: list[str], outputs: list[str]) -> OnnxExport:
+def export_onnx(
+    model: torch.nn.Module, args: tuple[torch.Tensor, ...], inputs: list[str], outputs: list[str]
+) -> OnnxExport:
     """Export `model` (already in eval mode) on `args`; raises what the exporters raise."""
     onnx = require("onnx", "exporting to ONNX")
     require("onnxscript", "exporting to ONNX")
@@ -91,7 +94,7 @@ def export_onnx(model: torch.nn.Module, args: tuple[torch.Tensor, ...], inputs: 
                 os.unlink(os.path.join(tmp, name))
             try:
                 _torchscript_based(model, args, inputs, outputs, path)
-            except Exception as e2:  # noqa: BLE001
+            except Exception as e2:
                 raise ValueError(f"{first_line(e2)} (and the dynamo exporter: {why})") from e2
             notes.append(f"the dynamo exporter failed ({why}); exported with the TorchScript-based one")
         extra = sorted(set(os.listdir(tmp)) - {"model.onnx"})

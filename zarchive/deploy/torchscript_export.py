@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from . import first_line
+
 MAX_NOTES = 10
 
 
@@ -21,7 +22,6 @@ class TorchScriptExport:
     exporter: str
     inputs: list[str]
     warnings: list[str] = field(default_factory=list)
-
 
 
 def export_torchscript(model: torch.nn.Module, args: tuple[torch.Tensor, ...]) -> TorchScriptExport:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .base import NodeSchema, PlanSink, is_int
+from .base import NodeSchema, PlanSink
 
 EXPORTS_KEY = "exports"  # the manifest key, beside "root"
 EXPORT_MEMBERS = {"onnx": "exports/model.onnx", "torchscript": "exports/model.torchscript.pt"}
@@ -59,7 +59,7 @@ class ExportsSchema(NodeSchema):
         if member != EXPORT_MEMBERS[key]:
             raise p.error(f"the {key!r} export must be the member {EXPORT_MEMBERS[key]!r}, not {str(member)[:200]!r}")
         size = entry.get("size")
-        if not is_int(size) or size < 0:
+        if type(size) is not int or size < 0:
             raise p.error(f"bad 'size' {str(size)[:30]!r} in the {key!r} export", member=member)
         found = p.member(member, expected_size=size)  # a size that disagrees with the metadata is refused
         if found.get("codec", "none") != "none":
@@ -67,7 +67,7 @@ class ExportsSchema(NodeSchema):
         if not isinstance(entry.get("exporter"), str):
             raise p.error(f"the {key!r} export has no 'exporter'", member=member)
         opset = entry.get("opset")
-        if (key == "onnx" and not (is_int(opset) and opset > 0)) or (key != "onnx" and opset is not None):
+        if (key == "onnx" and not (type(opset) is int and opset > 0)) or (key != "onnx" and opset is not None):
             raise p.error(f"bad 'opset' {str(opset)[:30]!r} in the {key!r} export", member=member)
         for field in _TEXT_LISTS:
             if not _is_texts(entry.get(field)):
