@@ -115,6 +115,17 @@ class NoOnnxOp(ConfiguredModel[ScaleConfig]):
         return torch.linalg.eigvals(x).abs()
 
 
+@set_config_class(ScaleConfig)
+class Branchy(ConfiguredModel[ScaleConfig]):
+    """Branches on a tensor's value: torch.export refuses that, the TorchScript-based ONNX exporter
+    traces the branch the example takes, torch.jit.script compiles both."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if bool(x.sum() > 0):
+            return x * 2
+        return x - 1
+
+
 CASES = {
     "cnn": (lambda: SmallCNN(CNNConfig()), lambda n: torch.randn(n, 1, 28, 28)),
     "mlp": (lambda: MLP(MLPConfig()), lambda n: torch.randn(n, 12)),
@@ -251,6 +262,18 @@ def test_unscriptable_model_is_traced_with_a_recorded_warning(tmp_path: Path) ->
         assert torch.allclose(module(x), model(x))
 
 
+def test_dynamo_failure_falls_back_with_recorded_warnings(tmp_path: Path) -> None:
+    x = torch.ones(2, 4)
+    zarchive.save(Branchy(ScaleConfig()), tmp_path / "m.zarc", export=("onnx", "torchscript"), example_inputs=(x,))
+    with zarchive.open(tmp_path / "m.zarc") as arc:
+        onnx, ts = arc.exports["onnx"], arc.exports["torchscript"]
+        (got,) = arc.onnx_session().run(None, {"input": x.numpy()})
+    assert onnx["exporter"] == "torch.onnx.export(dynamo=False)" and ts["exporter"] == "torch.jit.script"
+    assert onnx["warnings"][0].startswith("the dynamo exporter failed (") and "data-dependent" in onnx["warnings"][0]
+    assert any(w.startswith("traced: Converting a tensor to a Python boolean") for w in onnx["warnings"])
+    assert np.array_equal(got, (x * 2).numpy()) and onnx["max_abs_diff"] == 0.0
+
+
 def test_export_that_disagrees_raises_and_leaves_the_old_file(tmp_path: Path) -> None:
     path = tmp_path / "m.zarc"
     path.write_bytes(b"the previous file")
@@ -334,3 +357,23 @@ def test_hostile_valid_exports_file() -> None:
         assert list(arc.exports) == ["onnx", "torchscript"]
         assert len(arc.export_bytes("onnx")) == arc.exports["onnx"]["size"]
     assert zarchive.verify(path)
+
+
+def test_frozen_example_still_runs() -> None:
+    """spec/examples/exports_model.zarc (format 1.3): its exports give the outputs of the model read from it."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import golden_models  # noqa: F401 - the example's classes
+
+    path = ROOT / "spec" / "examples" / "exports_model.zarc"
+    x = torch.linspace(-2.0, 2.0, 8).reshape(2, 4)  # what the example's exports were checked on
+    model = zarchive.read(path).eval()
+    with torch.no_grad():
+        want = model(x).numpy()
+    with zarchive.open(path) as arc:
+        assert arc.exports["onnx"]["inputs"] == ["input"]
+        assert arc.exports["torchscript"]["exporter"] == "torch.jit.script"
+        (got,) = arc.onnx_session(providers=["CPUExecutionProvider"]).run(None, {"input": x.numpy()})
+        scripted = arc.load_torchscript(trusted=True)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    with torch.no_grad():
+        np.testing.assert_allclose(scripted(x).numpy(), want, rtol=1e-5, atol=1e-6)

@@ -4,6 +4,7 @@ program asks for one, so `import zarchive` imports neither torch nor onnx."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -12,10 +13,16 @@ from ..nodes.exports import EXPORT_MEMBERS, EXPORT_NAMES
 ExportErrors = Literal["raise", "warn"]
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def first_line(e: BaseException) -> str:
-    """An exporter's exception in one line (they raise pages of graph dumps)."""
-    lines = [line for line in str(e).strip().splitlines() if line.strip()]
-    return f"{type(e).__name__}: {lines[0][:300] if lines else ''}"
+    """An exporter's exception in one line (they raise pages of graph dumps), with the first line of
+    its cause (torch.onnx wraps the reason torch.export gave)."""
+    lines = [line for line in _ANSI.sub("", str(e)).strip().splitlines() if line.strip()]
+    text = f"{type(e).__name__}: {lines[0][:300] if lines else ''}"
+    cause = e.__cause__
+    return text if cause is None or cause is e else f"{text} <- {first_line(cause)}"
 
 
 def check_arguments(export: Sequence[str] | str, example_inputs: Any, export_errors: str) -> tuple[str, ...]:

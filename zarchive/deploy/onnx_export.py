@@ -20,6 +20,7 @@ import torch
 
 from . import first_line
 from .runtime import require
+from .torchscript_export import tracer_notes
 
 MAX_ONNX_BYTES = (2 << 30) - 1  # protobuf's limit on one message: bigger models need external data
 
@@ -68,11 +69,13 @@ def _dynamo(model: torch.nn.Module, args: tuple[Any, ...], inputs: list[str], ou
 
 def _torchscript_based(
     model: torch.nn.Module, args: tuple[Any, ...], inputs: list[str], outputs: list[str], path: str
-) -> None:
+) -> list[str]:
     axes = {name: {0: "batch"} for name, a in zip(inputs, args, strict=True) if a.ndim >= 1}
     axes.update({name: {0: "batch"} for name in outputs})
-    with _quiet():
+    with _quiet(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         torch.onnx.export(model, args, path, dynamo=False, input_names=inputs, output_names=outputs, dynamic_axes=axes)
+    return tracer_notes(caught)
 
 
 def export_onnx(
@@ -93,10 +96,11 @@ def export_onnx(
             for name in os.listdir(tmp):
                 os.unlink(os.path.join(tmp, name))
             try:
-                _torchscript_based(model, args, inputs, outputs, path)
+                traced = _torchscript_based(model, args, inputs, outputs, path)
             except Exception as e2:
                 raise ValueError(f"{first_line(e2)} (and the dynamo exporter: {why})") from e2
             notes.append(f"the dynamo exporter failed ({why}); exported with the TorchScript-based one")
+            notes += traced
         extra = sorted(set(os.listdir(tmp)) - {"model.onnx"})
         if extra:
             raise ValueError(f"the exporter wrote its weights beside the model ({', '.join(extra)}), not inside it")

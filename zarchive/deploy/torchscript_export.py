@@ -42,13 +42,7 @@ def export_torchscript(model: torch.nn.Module, args: tuple[torch.Tensor, ...]) -
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             module = torch.jit.trace(model, args, check_trace=False)
-        seen = []
-        for w in caught:
-            if issubclass(w.category, torch.jit.TracerWarning):
-                text = str(w.message).strip().splitlines()[0][:300]
-                if text not in seen:
-                    seen.append(text)
-        notes += [f"torch.jit.trace: {t}" for t in seen[:MAX_NOTES]]
+        notes += tracer_notes(caught)
     buf = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # (torch 2.9+ points to torch.export)
@@ -56,6 +50,19 @@ def export_torchscript(model: torch.nn.Module, args: tuple[torch.Tensor, ...]) -
     schema = module.forward.schema
     inputs = [a.name for a in schema.arguments[1:]]  # (the first is self)
     return TorchScriptExport(buf.getvalue(), exporter, inputs, notes)
+
+
+def tracer_notes(caught: list[warnings.WarningMessage]) -> list[str]:
+    """What tracing warned about (e.g. a branch on a tensor's value, fixed to the example's path),
+    once each, at most MAX_NOTES."""
+    seen: list[str] = []
+    for w in caught:
+        if issubclass(w.category, torch.jit.TracerWarning):
+            lines = str(w.message).strip().splitlines()
+            text = lines[0][:300] if lines else ""
+            if text not in seen:
+                seen.append(text)
+    return [f"traced: {t}" for t in seen[:MAX_NOTES]]
 
 
 def run_torchscript(data: bytes, args: tuple[torch.Tensor, ...]) -> Any:
