@@ -14,11 +14,15 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import zarchive
+from zarchive.deploy.compare import ATOL, RTOL, compare
 from zarchive.errors import ExportWarning
 from zarchive.torchutil import ConfiguredModel, set_config_class
 
@@ -377,3 +381,32 @@ def test_frozen_example_still_runs() -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     with torch.no_grad():
         np.testing.assert_allclose(scripted(x).numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+# --- the comparison rule (zarchive.deploy.compare), on its own ----------------------------------------------
+finite = st.floats(-1e6, 1e6, allow_nan=False, width=32)
+
+
+@settings(max_examples=60, deadline=None)
+@given(hnp.arrays(np.float32, hnp.array_shapes(max_dims=3, max_side=5), elements=finite), st.integers(0, 10**6))
+def test_compare_accepts_within_and_refuses_beyond_tolerance(want: np.ndarray, pick: int) -> None:
+    same = compare([want], [want.copy()])
+    assert same.problem is None and same.max_abs_diff == same.max_rel_diff == 0.0
+    near = want.astype(np.float64) + ATOL / 2  # within atol everywhere
+    assert compare([want], [near]).problem is None
+    if want.size:
+        off = want.astype(np.float64).copy()
+        i = pick % want.size
+        step = 2 * (ATOL + RTOL * abs(float(off.flat[i]))) + 1.0
+        off.flat[i] += step
+        result = compare([want], [off])
+        assert result.problem is not None and "output 0 differs" in result.problem
+        assert result.max_abs_diff == pytest.approx(step, rel=1e-6)
+    assert "returns 2 outputs" in str(compare([want], [want, want]).problem)
+
+
+def test_compare_nan_and_shapes() -> None:
+    w = np.array([np.nan, np.inf, 1.0], dtype=np.float32)
+    assert compare([w], [w.copy()]).problem is None  # NaN where the model gives NaN, equal infinities
+    assert "NaN or infinity" in str(compare([w], [np.array([np.nan, np.inf, np.nan])]).problem)
+    assert "shape [3]" in str(compare([np.zeros((1, 3))], [np.zeros(3)]).problem)
