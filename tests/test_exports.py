@@ -328,6 +328,8 @@ def test_arguments_are_checked(tmp_path: Path) -> None:
         model.save(tmp_path / "m.zarc", export=("onnx", "onnx"), example_inputs=(x,))
     with pytest.raises(zarchive.SaveError, match="needs a torch.nn.Module"):
         zarchive.save({"model": model}, tmp_path / "m.zarc", export=("onnx",), example_inputs=(x,))
+    with pytest.raises(zarchive.SaveError, match="the model fails on example_inputs .*shapes cannot be multiplied"):
+        model.save(tmp_path / "m.zarc", export=("onnx",), example_inputs=(torch.randn(2, 5),))
     with pytest.raises(zarchive.SaveError, match="tuple of tensors"):
         model.save(tmp_path / "m.zarc", export=("onnx",), example_inputs=(x.numpy(),))
     assert not (tmp_path / "m.zarc").exists()

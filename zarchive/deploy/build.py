@@ -33,8 +33,11 @@ class _Exporting:
 
     def __init__(self, model: torch.nn.Module, args: tuple[torch.Tensor, ...]) -> None:
         self.model, self.args = model, args
-        with torch.no_grad():
-            outputs = model(*args)
+        try:
+            with torch.no_grad():
+                outputs = model(*args)
+        except Exception as e:  # whatever the model's forward raises
+            raise SaveError(f"the model fails on example_inputs ({first_line(e)}): nothing to export") from e
         try:
             self.want = [to_numpy(t) for t in flatten_outputs(outputs)]
         except OutputError as e:
