@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import html
 from collections.abc import Callable
 from types import TracebackType
@@ -294,7 +295,7 @@ class LazyArchive(PlannedArchive):
         """The model's exports saved with it ("onnx", "torchscript"): name -> what the save recorded
         (member, size, exporter, opset, inputs, outputs, dynamic_axes, max_abs_diff, max_rel_diff,
         rtol, atol, warnings, torch). Empty when the archive has none."""
-        return {name: dict(entry) for name, entry in self._exports.items()}
+        return copy.deepcopy(self._exports)
 
     def export_bytes(self, name: str) -> bytes:
         """The bytes of the export `name` (the file `unzip` gives), checked against its checksum."""
