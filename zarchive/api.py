@@ -12,12 +12,15 @@ from .container.archive_reader import DEFAULT_MAX_DECOMPRESSED, ArchiveReader
 from .container.archive_writer import atomic_write, choose_codecs, write_archive
 from .container.source import ByteSource, BytesSource, open_local
 from .context import SaveContext
+from .deploy import ExportErrors
+from .deploy import check_arguments as check_export_arguments
 from .errors import FormatError, MemberNotFoundError
 from .gcpause import gc_paused
 from .handlers.base import Handler
 from .handlers.omegaconf_ import to_plain as config_to_plain
 from .lazy import LazyArchive
 from .metadata import build_metadata
+from .nodes.exports import EXPORTS_KEY
 from .options import CompressArg, ErrorMode, Settings, parse_compress
 from .plan import DEFAULT_MAX_NODES, ReadPolicy, TensorsAs, Unresolved
 from .progress import check_setting as check_progress
@@ -112,17 +115,34 @@ class ZArchive:
         )
 
     # --- saving ---
-    def save(self, obj: Any, file_path: PathLike | Any, *, storage_options: StorageOptions = None) -> str:
+    def save(
+        self,
+        obj: Any,
+        file_path: PathLike | Any,
+        *,
+        storage_options: StorageOptions = None,
+        export: Sequence[str] = (),
+        example_inputs: tuple[Any, ...] | None = None,
+        export_errors: ExportErrors = "raise",
+    ) -> str:
         """Write `obj` to exactly `file_path` (parent folders created), atomically; return the path.
 
         file_path may be an fsspec URL (written locally, then uploaded) or a writable binary file
-        object (the archive is written at its position; it is not closed)."""
+        object (the archive is written at its position; it is not closed).
+
+        export: for a torch module, "onnx" and/or "torchscript": the model exported (in eval mode)
+            into the members `exports/model.onnx` and `exports/model.torchscript.pt`, each run on
+            `example_inputs` (a tuple of tensors) and checked against the model; what was checked is
+            recorded (`arc.exports`). An export that fails or disagrees raises SaveError naming it;
+            export_errors="warn" saves without it instead, with an ExportWarning. Needs the `deploy`
+            extra for ONNX."""
         remote = is_url(file_path) or is_file_object(file_path)
         path = "" if remote else os.fspath(file_path)
         if not remote and not path:
             raise ValueError("file_path is empty")
+        names = check_export_arguments(export, example_inputs, export_errors)
         with gc_paused():
-            manifest, members, metadata = self._plan(obj)
+            manifest, members, metadata = self._plan(obj, names, example_inputs, export_errors)
         level = self.settings.compress_level
         bar = progress_for_save(self.progress, members, file_path)
         on_member = bar.advance if bar is not None else None
@@ -147,14 +167,24 @@ class ZArchive:
                 bar.close()
         return path
 
-    def _plan(self, obj: Any) -> tuple[CheckedManifest, list[Any], dict[str, Any]]:
+    def _plan(
+        self, obj: Any, export: tuple[str, ...] = (), example_inputs: Any = None, export_errors: ExportErrors = "raise"
+    ) -> tuple[CheckedManifest, list[Any], dict[str, Any]]:
         """The manifest (encoded, and checked to be readable: see write_check), members, metadata."""
         ctx = SaveContext(self.registry, self.settings)
         root = ctx.save(obj)
         ctx.finalize()
-        choose_codecs(ctx.members, self.settings.compress_level)
         manifest = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "root": root}
-        return check_readable(manifest, ctx.members, self.registry), ctx.members, build_metadata(self.settings)
+        members = ctx.members
+        if export:
+            from .deploy.build import build_exports  # (imports torch: obj is a torch module already)
+
+            exports, more = build_exports(obj, export, example_inputs, export_errors)
+            if exports is not None:
+                manifest[EXPORTS_KEY] = exports
+                members = [*members, *more]
+        choose_codecs(members, self.settings.compress_level)
+        return check_readable(manifest, members, self.registry), members, build_metadata(self.settings)
 
     # --- reading ---
     def open(
@@ -329,9 +359,26 @@ def _archive(fn: str, own: Sequence[str], settings: dict[str, Any]) -> ZArchive:
     return ZArchive(**settings)
 
 
-def save(obj: Any, file_path: PathLike | Any, *, storage_options: StorageOptions = None, **settings: Any) -> str:
-    """`ZArchive(**settings).save(obj, file_path)`."""
-    return _archive("save", ("storage_options",), settings).save(obj, file_path, storage_options=storage_options)
+def save(
+    obj: Any,
+    file_path: PathLike | Any,
+    *,
+    storage_options: StorageOptions = None,
+    export: Sequence[str] = (),
+    example_inputs: tuple[Any, ...] | None = None,
+    export_errors: ExportErrors = "raise",
+    **settings: Any,
+) -> str:
+    """`ZArchive(**settings).save(obj, file_path, ...)` (see ZArchive.save for export=)."""
+    own = ("storage_options", "export", "example_inputs", "export_errors")
+    return _archive("save", own, settings).save(
+        obj,
+        file_path,
+        storage_options=storage_options,
+        export=export,
+        example_inputs=example_inputs,
+        export_errors=export_errors,
+    )
 
 
 def read(

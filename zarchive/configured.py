@@ -24,6 +24,9 @@ class ConfiguredModelBase(torch.nn.Module, Generic[T_config]):
     """Base class for models built from a single config dataclass (see the module docstring)."""
 
     _config_class: ClassVar[type | None] = None
+    # TorchScript compiles every property of a module it scripts, and cannot compile these (their
+    # type hints name a config class, or `type`): torch.jit.script(model) skips them instead
+    __jit_unused_properties__: ClassVar[list[str]] = ["zanj_model_config", "zanj_config_class"]
 
     def __init__(self, config: T_config) -> None:
         super().__init__()

@@ -95,3 +95,8 @@ class DeviceError(ZArchiveError, RuntimeError):
 class UnsupportedDtypeError(ZArchiveError, TypeError):
     """A tensor's dtype cannot be read as the kind of array asked for (e.g. bfloat16 as a numpy array
     without the ml_dtypes package, or a sub-byte integer dtype numpy has no type for)."""
+
+
+class ExportWarning(UserWarning):
+    """An export asked of a save (`export=`) failed or disagreed with the model, and the save went on
+    without it because `export_errors="warn"`."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import html
 from collections.abc import Callable
 from types import TracebackType
@@ -12,10 +13,12 @@ from .container.archive_reader import ArchiveReader
 from .container.parallel_verify import Prefetch, start_verifying
 from .container.source import LocalFileSource
 from .context import HandlerSource, LoadContext
-from .errors import FormatError, MemberNotFoundError, UnknownTypeError
+from .deploy.runtime import load_torchscript, onnx_session
+from .errors import FormatError, MemberNotFoundError, UnknownTypeError, UnsafeArchiveError
 from .gcpause import gc_paused
 from .nodes.base import SchemaSource
 from .nodes.classes import ConfiguredModelSchema
+from .nodes.exports import EXPORTS_KEY, ExportsSchema, export_entries
 from .objpath import split_path
 from .options import Settings
 from .plan import MemberReader, Plan, Planner, ReadPolicy
@@ -247,6 +250,11 @@ class LazyArchive(PlannedArchive):
         self, reader: ArchiveReader, registry: HandlerRegistry, settings: Settings, policy: ReadPolicy | None = None
     ) -> None:
         super().__init__(reader, registry, settings, policy)
+        node = reader.manifest.get(EXPORTS_KEY)
+        self._exports: dict[str, dict[str, Any]] = {}
+        if node is not None:  # checked now: its members exist, with the sizes it records, uncompressed
+            Planner(registry, reader, self._policy).run_section(EXPORTS_KEY, ExportsSchema(), node)
+            self._exports = export_entries(node)
 
     # --- what is in it ---
     @property
@@ -281,6 +289,41 @@ class LazyArchive(PlannedArchive):
     def _root_node(self) -> Any:
         return self._reader.manifest["root"]
 
+    # --- exports (format 1.3) ---
+    @property
+    def exports(self) -> dict[str, dict[str, Any]]:
+        """The model's exports saved with it ("onnx", "torchscript"): name -> what the save recorded
+        (member, size, exporter, opset, inputs, outputs, dynamic_axes, max_abs_diff, max_rel_diff,
+        rtol, atol, warnings, torch). Empty when the archive has none."""
+        return copy.deepcopy(self._exports)
+
+    def export_bytes(self, name: str) -> bytes:
+        """The bytes of the export `name` (the file `unzip` gives), checked against its checksum."""
+        self._check_open()
+        entry = self._exports.get(name)
+        if entry is None:
+            have = ", ".join(map(repr, self._exports)) or "none"
+            raise MemberNotFoundError(f"the archive has no {str(name)[:60]!r} export (it has: {have})")
+        return bytes(self._reader.member_bytes(entry["member"], expected_size=entry["size"]))
+
+    def onnx_session(self, **ort_kwargs: Any) -> Any:
+        """An onnxruntime.InferenceSession of the ONNX export, made from its bytes (nothing written
+        to disk); `ort_kwargs` go to InferenceSession (e.g. providers=, sess_options=). Needs the
+        `deploy` extra."""
+        return onnx_session(self.export_bytes("onnx"), **ort_kwargs)
+
+    def load_torchscript(self, *, trusted: bool = False, map_location: Any = None) -> Any:
+        """The TorchScript export, loaded with torch.jit.load. A TorchScript file holds code that
+        runs when it is loaded and called, so this refuses unless `trusted=True`: pass it only for
+        archives you trust as you would trust a pickle. zarchive.read never loads this member."""
+        if trusted is not True:
+            raise UnsafeArchiveError(
+                "loading a TorchScript export runs the code stored in the file: pass trusted=True only for an "
+                "archive you trust (the ONNX export, arc.onnx_session(), runs no Python code)",
+                member=self._exports["torchscript"]["member"] if "torchscript" in self._exports else None,
+            )
+        return load_torchscript(self.export_bytes("torchscript"), map_location=map_location)
+
     def model_tag(self, path: str = "") -> str | None:
         """The class tag of the ConfiguredModel at `path`, or None when the value there is not one."""
         node = self.node(path)
@@ -297,7 +340,7 @@ class LazyArchive(PlannedArchive):
         if isinstance(source, LocalFileSource):
             # all will be read: read each member whole on the other cores (checksummed as it lands)
             # while the objects are built from those copies; hand them out once every member passed
-            prefetch = Prefetch(self._reader, source)
+            prefetch = Prefetch(self._reader, source, skip=self._export_members())
             self._reader.whole_member = prefetch.member
             try:
                 try:
@@ -314,7 +357,7 @@ class LazyArchive(PlannedArchive):
             return self.get("", map_location=map_location, dtype=dtype, root_class=root_class)
         # all will be read: checksum on the other cores while the objects are built; hand them out
         # only once every checksum passed (damage found meanwhile explains a failed load best)
-        pending = start_verifying(self._reader)
+        pending = start_verifying(self._reader, skip=self._export_members())
         try:
             value = self.get("", map_location=map_location, dtype=dtype, root_class=root_class)
         except BaseException:
@@ -322,6 +365,10 @@ class LazyArchive(PlannedArchive):
             raise
         pending.wait()
         return value
+
+    def _export_members(self) -> set[str]:
+        """Members a full read leaves alone: the exports are not part of the object tree."""
+        return {entry["member"] for entry in self._exports.values()}
 
     def verify(self) -> VerifyResult:
         """Check every member against every recorded checksum: a list of (member, problem), truthy

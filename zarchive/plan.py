@@ -21,7 +21,7 @@ from typing import Any, Literal, Protocol
 from .container.budget import ReadBudget
 from .container.source import ByteSource
 from .errors import FormatError, UnknownTypeError, UnsafeArchiveError, UntrustedTypeError, VersionError, ZArchiveError
-from .nodes.base import SchemaSource
+from .nodes.base import NodeSchema, SchemaSource
 from .objpath import join_path
 from .protocol import FORMAT_MAJOR, FORMAT_MINOR, FORMAT_VERSION
 from .typeref import CLASS_KINDS, class_tag, resolve_class
@@ -229,6 +229,10 @@ class Planner:
                 "package that provides it",
                 path=self.path_str,
             )
+        self._plan_typed(tag, schema, node)
+
+    def _plan_typed(self, tag: Any, schema: NodeSchema, node: dict[str, Any]) -> None:
+        """`schema.plan(node)`, its failures as FormatErrors, or VersionErrors in a newer file."""
         try:
             try:
                 schema.plan(node, self)
@@ -247,6 +251,24 @@ class Planner:
                     member=e.member,
                 ) from e
             raise
+
+    def run_section(self, key: str, schema: NodeSchema, node: Any) -> Plan:
+        """Check a section of the manifest beside the root (format 1.3: `exports`, see
+        nodes/exports.py) with its schema. Errors name the section instead of an object path."""
+        self.path = []
+        try:
+            since = tuple(int(x) for x in schema.since.split("."))
+            if file_version(self.reader) < since:
+                raise self.error(f"it is format {schema.since}; the file says {self.version}")
+            tag = node.get("$type") if isinstance(node, dict) else None
+            if tag != schema.name:
+                raise self.error(f"it must be a node of type {schema.name!r}")
+            self.count_nodes(1)
+            self._plan_typed(tag, schema, node)
+        except ZArchiveError as e:
+            where = f"in the manifest's {key!r} section: "
+            raise type(e)(where + e.message, member=e.member) from None
+        return self.plan
 
     def walk_fields(self, node: dict[str, Any]) -> None:
         """The default plan: every nested value of the node is a node (path: its JSON keys); '$ref' a member."""

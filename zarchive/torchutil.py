@@ -18,11 +18,12 @@ The contract itself lives in `zarchive.configured`; this class adds saving and r
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Self, TypeVar
 
 from .api import ZArchive
 from .configured import ConfiguredModelBase, set_config_class
+from .deploy import ExportErrors
 from .model_read import read_model
 
 T_config = TypeVar("T_config")
@@ -36,9 +37,20 @@ class ConfiguredModel(ConfiguredModelBase[T_config]):
     needs must be in the config or in its state dict, since reading calls `cls(config)`.
     """
 
-    def save(self, file_path: str | os.PathLike[str], za: ZArchive | None = None) -> str:
-        """Write the model (class, config, weights, training flag) to `file_path`; return the path."""
-        return (za if za is not None else ZArchive()).save(self, file_path)
+    def save(
+        self,
+        file_path: str | os.PathLike[str],
+        za: ZArchive | None = None,
+        *,
+        export: Sequence[str] = (),
+        example_inputs: tuple[Any, ...] | None = None,
+        export_errors: ExportErrors = "raise",
+    ) -> str:
+        """Write the model (class, config, weights, training flag) to `file_path`; return the path.
+        `export`, `example_inputs`, `export_errors`: exports to ONNX and TorchScript, as for ZArchive.save."""
+        return (za if za is not None else ZArchive()).save(
+            self, file_path, export=export, example_inputs=example_inputs, export_errors=export_errors
+        )
 
     @classmethod
     def read(

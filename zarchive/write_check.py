@@ -23,6 +23,7 @@ from .container.jsontext import dumps_pretty, loads_strict
 from .container.zipreader import DEFAULT_MAX_MEMBERS
 from .errors import SaveError, ZArchiveError
 from .nodes.base import SchemaSource
+from .nodes.exports import EXPORTS_KEY, ExportsSchema
 from .plan import Planner, ReadPolicy
 from .protocol import FORMAT_VERSION
 
@@ -100,6 +101,8 @@ def check_readable(manifest: dict[str, Any], members: list[MemberPlan], registry
     planner = _SavePlanner(registry, _Planned(members))
     try:
         planner.run(parsed["root"], [])
+        if EXPORTS_KEY in parsed:
+            planner.run_section(EXPORTS_KEY, ExportsSchema(), parsed[EXPORTS_KEY])
     except ZArchiveError as e:
         raise SaveError(f"a reader would refuse this: {e.message}", path=e.path, member=e.member) from None
     return CheckedManifest(data, planner.plan.inline_bytes)

@@ -323,6 +323,15 @@ def tiny_net() -> gm.TinyNet:
     return model
 
 
+def exports_input() -> torch.Tensor:
+    """The example input the `exports_model` example's exports were checked on."""
+    return torch.linspace(-2.0, 2.0, 8).reshape(2, 4)
+
+
+def write_exports(model: gm.TinyNet, path: Path, settings: dict[str, Any]) -> None:
+    zarchive.save(model, path, export=("onnx", "torchscript"), example_inputs=(exports_input(),), **settings)
+
+
 def tied_net() -> gm.TiedNet:
     model = fill_deterministic(gm.TiedNet(gm.NetConfig(d_in=5, d_hidden=6, n_classes=4)))
     model.drop.eval()

@@ -88,6 +88,9 @@ EXAMPLES: tuple[Example, ...] = (
     Example("tensor_tables_split", "format 1.2: tensor groups of more than 256 tensors split over several "
             "members, with a list of tensor tables (a 280-tensor state dict with a weight tied across the split, "
             "300 int64 tensors in compressed members)", builders.tensor_tables_split),
+    Example("exports_model", "format 1.3: the configured_model's TinyNet with its ONNX and TorchScript exports "
+            "(uncompressed members exports/model.onnx and exports/model.torchscript.pt, the manifest's 'exports')",
+            builders.tiny_net, variants=("",), write=builders.write_exports),
 )  # fmt: skip
 
 

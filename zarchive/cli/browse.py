@@ -72,9 +72,22 @@ def _holdings(arc: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _holds_text(name: str, held: dict[str, Any] | None, long: bool) -> list[str]:
+_EXPORTS = {
+    "onnx": "ONNX export: the graph with its own copy of the weights",
+    "torchscript": "TorchScript export: code with its own copy of the weights (loaded only with trusted=True)",
+}
+
+
+def _exported(arc: Any) -> dict[str, str]:
+    """member -> export name ("onnx", "torchscript"), for a zarchive with exports (format 1.3)."""
+    return {e["member"]: name for name, e in getattr(arc, "exports", {}).items()}
+
+
+def _holds_text(name: str, held: dict[str, Any] | None, long: bool, export: str | None = None) -> list[str]:
     if name in _SPECIAL:
         return [_SPECIAL[name]]
+    if export is not None:
+        return [_EXPORTS.get(export, f"{export} export")]
     if not held:
         return ["(not referenced by the object tree)"]
     paths = [show_path(p) for p in held["paths"]]
@@ -89,10 +102,12 @@ def cmd_ls(args: Any) -> int:
     with open_archive(args.path) as arc:
         table = _member_table(arc)
         held = _holdings(arc)
+        exported = _exported(arc)
     if args.json:
         rows = [
             {"member": n, "codec": e.get("codec"), "stored_size": e.get("stored_size"), "size": e.get("size"),
-             "object_paths": (held.get(n) or {}).get("paths", []), "tensors": (held.get(n) or {}).get("tensors")}
+             "object_paths": (held.get(n) or {}).get("paths", []), "tensors": (held.get(n) or {}).get("tensors"),
+             "export": exported.get(n)}
             for n, e in table.items()
         ]  # fmt: skip
         print(json.dumps(rows, indent=2, ensure_ascii=False))
@@ -100,7 +115,7 @@ def cmd_ls(args: Any) -> int:
     width = min(max([len(n) for n in table] + [6]), 60)
     print(f"{'MEMBER':<{width}}  {'CODEC':<7} {'STORED':>10} {'ORIGINAL':>10}  HOLDS")
     for name, e in table.items():
-        lines = _holds_text(name, held.get(name), args.long)
+        lines = _holds_text(name, held.get(name), args.long, exported.get(name))
         stored, size = size_text(e.get("stored_size"), args.bytes), size_text(e.get("size"), args.bytes)
         print(f"{name:<{width}}  {e.get('codec', '?'):<7} {stored:>10} {size:>10}  {lines[0]}")
         for extra in lines[1:]:

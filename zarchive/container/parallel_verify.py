@@ -12,7 +12,7 @@ its objects (start_verifying) and returns them only once every checksum has pass
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..errors import IntegrityError
@@ -69,13 +69,18 @@ class PendingVerification:
                 raise IntegrityError(_damage(self._reader, name), member=name)
 
 
-def start_verifying(reader: ArchiveReader, workers: int | None = None) -> PendingVerification:
-    """Start checking every uncompressed member not checked yet (small archives: done at once,
-    on this thread); see PendingVerification."""
+def start_verifying(
+    reader: ArchiveReader, workers: int | None = None, skip: Collection[str] = ()
+) -> PendingVerification:
+    """Start checking every uncompressed member not checked yet, except those in `skip` (small
+    archives: done at once, on this thread); see PendingVerification."""
     todo = [
         name
         for name, entry in reader.metadata["members"].items()
-        if entry.get("codec") == "none" and name in reader.zip.members and not reader.is_checked(name)
+        if entry.get("codec") == "none"
+        and name in reader.zip.members
+        and not reader.is_checked(name)
+        and name not in skip
     ]
     chunks: list[tuple[int, memoryview]] = []  # (index into todo, bytes)
     for i, name in enumerate(todo):
@@ -119,12 +124,17 @@ class Prefetch:
     for one member's chunks and checks it against its own CRC: the reader slices every value of the
     member from that one copy, so each byte is read from the file once and checked once."""
 
-    def __init__(self, reader: ArchiveReader, source: LocalFileSource, workers: int | None = None) -> None:
+    def __init__(
+        self, reader: ArchiveReader, source: LocalFileSource, workers: int | None = None, skip: Collection[str] = ()
+    ) -> None:
         self._reader, self._verify = reader, reader.verify
         todo = [
             name
             for name, entry in reader.metadata["members"].items()
-            if entry.get("codec") == "none" and name in reader.zip.members and not reader.is_checked(name)
+            if entry.get("codec") == "none"
+            and name in reader.zip.members
+            and not reader.is_checked(name)
+            and name not in skip
         ]
         total = sum(reader.zip.members[name].size for name in todo)
         workers = workers or min(4, os.cpu_count() or 1)
