@@ -73,7 +73,7 @@ def _sub(subs: argparse._SubParsersAction, name: str, help_text: str) -> argpars
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import browse, cat, files
+    from . import browse, cat, files, store, weights
 
     parser = argparse.ArgumentParser(
         prog="zarchive",
@@ -142,6 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="import MODULE first (to read classes it defines); repeatable")  # fmt: skip
     p.add_argument("-f", "--force", action="store_true", help="overwrite DST if it exists")
     p.set_defaults(func=files.cmd_convert)
+    store.register(subs)
+    weights.register(subs)
     return parser
 
 
