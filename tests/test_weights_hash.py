@@ -214,3 +214,14 @@ def test_cli_hash(tmp_path: Path) -> None:
     assert whole.returncode == 0 and whole.stdout.strip() == _hash(tmp_path / "c.zarc")
     missing = _cli("hash", str(tmp_path / "c.zarc"), "nope")
     assert missing.returncode == 2 and "nope" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_zanj_file_hashes_like_the_zarc(tmp_path: Path) -> None:
+    from zanj import ZANJ
+
+    sd = {"a": torch.randn(3, 4, generator=torch.Generator().manual_seed(2)), "b": torch.arange(5)}
+    ZANJ().save({"w": sd}, str(tmp_path / "w.zanj"))
+    zarchive.save({"w": sd}, tmp_path / "w.zarc")
+    with zarchive.open(tmp_path / "w.zanj") as arc:
+        assert arc.format == "zanj"
+        assert arc.weights_hash("w") == _hash(tmp_path / "w.zarc", "w") == state_dict_hash(sd)
