@@ -216,6 +216,7 @@ def test_cli_hash(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "nope" in missing.stderr and "Traceback" not in missing.stderr
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # zanj's own numpy 2 warning when it writes
 def test_zanj_file_hashes_like_the_zarc(tmp_path: Path) -> None:
     from zanj import ZANJ
 
@@ -225,3 +226,13 @@ def test_zanj_file_hashes_like_the_zarc(tmp_path: Path) -> None:
     with zarchive.open(tmp_path / "w.zanj") as arc:
         assert arc.format == "zanj"
         assert arc.weights_hash("w") == _hash(tmp_path / "w.zarc", "w") == state_dict_hash(sd)
+
+
+def test_one_thread_or_many_same_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import zarchive.weights_hash as wh
+
+    sd = _state(40)
+    zarchive.save(sd, tmp_path / "t.zarc")
+    many = _hash(tmp_path / "t.zarc")
+    monkeypatch.setattr(wh, "HASH_THREADS", 1)
+    assert _hash(tmp_path / "t.zarc") == many == state_dict_hash(sd)

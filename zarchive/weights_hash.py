@@ -14,8 +14,11 @@ Imports torch and numpy only when a tensor is hashed (`import zarchive` must not
 from __future__ import annotations
 
 import hashlib
+import os
 import struct
+from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol
 
 from .errors import FormatError
@@ -24,6 +27,7 @@ from .objpath import escape, join_path, split_path
 TENSOR_DOMAIN = b"zarchive.tensor.v1\x00"
 WEIGHTS_DOMAIN = b"zarchive.weights.v1\x00"
 MAX_DEPTH = 200  # as deep as a read goes (deeper levels are refused there)
+HASH_THREADS = 8  # tensors hashed at once (at most the machine's CPUs)
 
 
 class TensorSource(Protocol):
@@ -98,9 +102,30 @@ def archive_digests(arc: TensorSource, objpath: str = "") -> dict[str, bytes]:
     ConfiguredModel) -> digest, for every tensor there, each fetched through `arc.get`."""
     base = weights_root(arc, objpath)
     prefix = split_path(base)
+    fetched = ((join_path(rel), arc.get(join_path([*prefix, *rel]))) for rel in tensor_paths(arc, base))
+    return _digest_all(fetched)
+
+
+def _digest_all(named: Iterable[tuple[str, Any]]) -> dict[str, bytes]:
+    """name -> tensor_digest(value): the values are taken one at a time in this thread (fetching is
+    not thread-safe) and hashed on up to HASH_THREADS threads (hashlib releases the GIL), with at most
+    2 x HASH_THREADS fetched values waiting, so memory stays bounded when fetches copy (compressed
+    members, numpy reads)."""
+    workers = max(1, min(HASH_THREADS, os.cpu_count() or 1))
     out: dict[str, bytes] = {}
-    for rel in tensor_paths(arc, base):
-        out[join_path(rel)] = tensor_digest(arc.get(join_path([*prefix, *rel])))
+    if workers == 1:
+        for name, value in named:
+            out[name] = tensor_digest(value)
+        return out
+    pending: deque[tuple[str, Future[bytes]]] = deque()
+    with ThreadPoolExecutor(workers, thread_name_prefix="zarchive-hash") as pool:
+        for name, value in named:
+            pending.append((name, pool.submit(tensor_digest, value)))
+            while len(pending) > 2 * workers:
+                done, fut = pending.popleft()
+                out[done] = fut.result()
+        for done, fut in pending:
+            out[done] = fut.result()
     return out
 
 
@@ -141,17 +166,17 @@ def state_dict_digests(state: Mapping[str, Any]) -> dict[str, bytes]:
     `archive_digests` finds them once the state dict is saved."""
     import torch
 
-    out: dict[str, bytes] = {}
+    found: list[tuple[str, Any]] = []
     stack: list[tuple[Any, list[str], int]] = [(state, [], 0)]
     while stack:
         value, path, depth = stack.pop()
         if isinstance(value, torch.Tensor):
-            out["/".join(escape(c) for c in path)] = tensor_digest(value)
+            found.append(("/".join(escape(c) for c in path), value))
         elif depth <= MAX_DEPTH and isinstance(value, Mapping):
             stack.extend((v, [*path, str(k)], depth + 1) for k, v in value.items())
         elif depth <= MAX_DEPTH and isinstance(value, (list, tuple)):
             stack.extend((v, [*path, str(i)], depth + 1) for i, v in enumerate(value))
-    return out
+    return _digest_all(found)
 
 
 def state_dict_hash(state: Mapping[str, Any]) -> str:
