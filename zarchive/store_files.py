@@ -9,9 +9,9 @@ renames it over the old file instead (atomic too). On a file system without hard
 falls back to a check followed by a rename (not exclusive: said in the docs).
 
 URLs: the archive is written to a local temporary file, then uploaded; without overwrite through
-fsspec's exclusive create (mode "xb", which backends such as s3fs and memory implement: the upload
-fails if the object exists), falling back to a check and an upload where a backend lacks it. On
-object stores an object appears only once its upload completed.
+fsspec's exclusive create (mode "xb", which `memory://` and s3fs on AWS S3 implement: the upload
+fails if the object exists), falling back to a check and an upload where a backend lacks it (not
+exclusive there). On object stores an object appears only once its upload completed.
 """
 
 from __future__ import annotations
