@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import zarchive
@@ -192,6 +192,38 @@ def test_listing_ignores_partial_and_foreign_files(tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     assert store.version_names() == ["1.0.0"]
     assert [v.version for v in store.versions()] == ["1.0.0"]
+
+
+def test_listing_during_a_save_does_not_show_it(tmp_path: Path) -> None:
+    """Inside the save, with the whole file written but not yet committed, the version is not there."""
+    store = zarchive.ModelStore(tmp_path)
+    seen: list[list[str]] = []
+
+    def write(path: str) -> None:
+        zarchive.save(_model(0), path)
+        seen.append(store.version_names())
+
+    StoreFiles(tmp_path).commit("2.0.0.zarc", write, overwrite=False)
+    assert seen == [[]]
+    assert store.version_names() == ["2.0.0"]
+
+
+_metric = st.one_of(st.integers(-(2**53), 2**53), st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=5))
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    metrics=st.dictionaries(st.text(max_size=8), _metric | st.lists(_metric, max_size=3), max_size=4),
+    description=st.text(max_size=30),
+    tags=st.lists(st.text(max_size=6), max_size=3),
+)
+def test_record_round_trips(
+    tmp_path_factory: pytest.TempPathFactory, metrics: dict[str, Any], description: str, tags: list[str]
+) -> None:
+    store = zarchive.ModelStore(tmp_path_factory.mktemp("s"))
+    saved = store.save(_model(0), "0.1.0", metrics=metrics, description=description, tags=tags)
+    assert saved == store.info("0.1.0") == store.versions()[0]
+    assert (saved.metrics, saved.description, saved.tags) == (metrics, description, tuple(tags))
 
 
 # --- concurrency: real processes ---
