@@ -173,13 +173,8 @@ class ModelStore:
             opts = self._files.storage_options or None
             with ZArchive().open(target, storage_options=opts) as arc:
                 yield arc
-        except VersionExists:
-            raise
         except ZArchiveError as e:
-            prefix = f"version {v} ({target})"
-            if e.message.startswith(prefix):
-                raise
-            raise type(e)(f"{prefix}: {e.message}", path=e.path, member=e.member) from None
+            raise type(e)(f"version {v} ({target}): {e.message}", path=e.path, member=e.member) from None
 
     # --- loading ---
     def load(self, version: str = "latest", map_location: Any = None, verify_hash: bool = True) -> Any:
