@@ -226,6 +226,24 @@ def test_record_round_trips(
     assert (saved.metrics, saved.description, saved.tags) == (metrics, description, tuple(tags))
 
 
+def test_listing_reads_no_tensors_and_needs_no_torch(tmp_path: Path) -> None:
+    store = zarchive.ModelStore(tmp_path)
+    store.save(_model(0), "1.0.0", metrics={"acc": 0.5})
+    code = (
+        "import sys, zarchive; s = zarchive.ModelStore(sys.argv[1]); rows = s.versions(); s.info('1.0.0');"
+        "print(rows[0].version, rows[0].metrics['acc'], 'torch' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert out.stdout.split() == ["1.0.0", "0.5", "False"]
+
+
 # --- concurrency: real processes ---
 def _savers(tmp_path: Path, jobs: list[tuple[str, int]]) -> list[str]:
     go = tmp_path / "go"
