@@ -77,9 +77,9 @@ def make_record(
     return {
         "version": str(version),
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="microseconds"),
-        "description": description,
+        "description": str.__str__(description),
         "metrics": {_metric_name(k): _metric_value(v, str(k), 0) for k, v in (metrics or {}).items()},
-        "tags": tag_list,
+        "tags": [str.__str__(t) for t in tag_list],
         "torch_version": str.__str__(torch_version),
         "weights_hash": weights_hash,
     }
