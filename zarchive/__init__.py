@@ -33,6 +33,8 @@ from .lazy import LazyArchive
 from .options import ErrorMode
 from .protocol import FORMAT_VERSION
 from .registry import register_handler, unregister_handler
+from .store import ModelStore
+from .store_record import VersionInfo
 from .typeref import register_class, unregister_class
 from .verify_result import VerifyResult
 
@@ -49,6 +51,7 @@ __all__ = [
     "IntegrityError",
     "LazyArchive",
     "MemberNotFoundError",
+    "ModelStore",
     "NotAZipError",
     "SaveError",
     "UnknownTypeError",
@@ -56,6 +59,7 @@ __all__ = [
     "UntrustedTypeError",
     "VerifyResult",
     "VersionError",
+    "VersionInfo",
     "ZArchive",
     "ZArchiveError",
     "audit",

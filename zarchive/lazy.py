@@ -24,6 +24,7 @@ from .options import Settings
 from .plan import MemberReader, Plan, Planner, ReadPolicy
 from .registry import HandlerRegistry
 from .verify_result import VerifyResult
+from .weights_hash import archive_digests, combine
 
 if TYPE_CHECKING:
     from typing import Self
@@ -129,6 +130,28 @@ class PlannedArchive(TreeBrowser):
             except _NODE_ERRORS as e:
                 raise FormatError(f"malformed node: {type(e).__name__}: {e}") from None
         return type(node).__name__ if not isinstance(node, dict) else "dict"
+
+    def model_tag(self, path: str = "") -> str | None:
+        """The class tag of the ConfiguredModel at `path`, or None (each file format says how)."""
+        raise NotImplementedError
+
+    def is_tensor(self, node: Any) -> bool:
+        """Whether a manifest node reads as one tensor (its node type says so: NodeSchema.tensor)."""
+        tag = self._tag(node) if isinstance(node, dict) else None
+        return tag is not None and bool(getattr(self._schema(tag), "tensor", False))
+
+    # --- weights ---
+    def tensor_digests(self, objpath: str = "") -> dict[str, bytes]:
+        """SHA-256 of each tensor at or below `objpath` (of a model there: of its state dict), by
+        object path relative to it; each tensor is fetched alone (spec/weights-hash.md)."""
+        self._check_open()
+        return archive_digests(self, objpath)
+
+    def weights_hash(self, objpath: str = "") -> str:
+        """The hex SHA-256 over the names, dtypes, shapes and bytes of every tensor at or below
+        `objpath` (of a model there: of its state dict), equal for equal weights whatever the file's
+        layout; computed from the stored tensors without building the model (spec/weights-hash.md)."""
+        return combine(self.tensor_digests(objpath))
 
     # --- planning ---
     def plan(self, path: str = "", *, root_class: type | None = None) -> Plan:

@@ -7,7 +7,9 @@ Handlers come from four places, asked in this order:
 3. handlers that installed packages declare in the `zarchive.handlers` entry-point group (the entry
    point's name is the handler's tag, its value the handler class): found without the user
    registering anything, imported only when a save or a read needs one;
-4. the other built-in handlers (see handlers/catalog.py), each imported on first use.
+4. the other built-in handlers (see handlers/catalog.py), each imported on first use;
+5. for a subclass of `str` that none of them takes (`torch.__version__`, a TorchVersion), the `str`
+   handler: it is saved as the string it is.
 
 Save dispatch asks each handler whether it takes the object's class and caches the answer per class;
 read dispatch looks the node's "$type" up by tag. A built-in family is never imported to answer a
@@ -29,6 +31,9 @@ from .handlers.catalog import BUILTIN_HANDLERS, BY_TAG, NUMPY_TENSOR_HANDLERS
 from .nodes import BUILTIN_SCHEMAS, NodeSchema
 
 ENTRY_POINT_GROUP = "zarchive.handlers"
+# Subclasses of these that no handler takes (by a custom handler, a plugin or a built-in row such as
+# enums) are saved by the handler of the base type, as values of it: a reader gets the base type back.
+VALUE_BASES: tuple[type, ...] = (str,)
 
 _global_handlers: list[Handler] = []
 _global_lock = threading.Lock()
@@ -158,6 +163,9 @@ class HandlerRegistry:
             h = builtin_handler(b.target)
             if h.accepts(t):
                 return h
+        for base in VALUE_BASES:  # a str subclass no handler claims (torch.__version__): saved as a str
+            if issubclass(t, base):
+                return builtin_handler(self._exact[base])
         return None
 
     def _plugin_handlers(self) -> list[Handler]:

@@ -73,7 +73,7 @@ def _sub(subs: argparse._SubParsersAction, name: str, help_text: str) -> argpars
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import browse, cat, files
+    from . import browse, cat, files, store, weights
 
     parser = argparse.ArgumentParser(
         prog="zarchive",
@@ -146,6 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-bytes", type=_positive, default=None, metavar="N",
                    help="refuse to write more than N bytes of tensors (default: 1 GiB + 16 x SRC's size)")  # fmt: skip
     p.set_defaults(func=files.cmd_convert)
+    store.register(subs)
+    weights.register(subs)
     return parser
 
 

@@ -48,7 +48,8 @@ class ScalarHandler(JsonSchema, Handler):
         return cls in _PLAIN_SCALARS
 
     def save(self, obj: Any, ctx: SaveContext) -> Node:
-        return obj
+        # a str subclass (registry.VALUE_BASES) is written as the plain str it holds
+        return obj if type(obj) in _PLAIN_SCALARS else str.__str__(obj)
 
     def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
         raise ctx.error("'json' is not a node type")

@@ -96,6 +96,7 @@ class TensorSchema(NodeSchema):
     """{"$ref": member, "key": entry, "dtype", "shape", "device"} (+ "view", "parameter", "requires_grad")."""
 
     name = "torch.Tensor"
+    tensor = True
 
     def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         check_shape(node.get("shape"), path=p.path_str)

@@ -44,6 +44,10 @@ class NodeSchema:
     name: ClassVar[str]
     """The stable tag recorded as "$type" in the manifest. Never change it once files exist."""
     since: ClassVar[str] = "1.0"
+    tensor: ClassVar[bool] = False
+    """Whether a node of this type reads as one tensor: the weights hash (zarchive.weights_hash) and
+    tools that collect weights fetch exactly these nodes. A node type that stores a tensor another
+    way (compressed, quantised, from another format) sets it."""
 
     def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         """Check `node` and visit its child nodes through `p` (default: every nested JSON value,

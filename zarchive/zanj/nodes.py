@@ -239,6 +239,7 @@ class ZanjTensorSchema(ZanjArraySchema):
 
     name = "zanj.tensor"
     label = "tensor"
+    tensor = True
 
 
 class ZanjFrameSchema(ZanjSchema):
