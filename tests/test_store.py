@@ -403,3 +403,23 @@ def test_cli(tmp_path: Path) -> None:
     path.write_bytes(path.read_bytes()[:100])
     damaged = _cli("store", "ls", str(tmp_path))
     assert damaged.returncode == 2 and "version 1.1.0" in damaged.stderr and "Traceback" not in damaged.stderr
+
+
+def test_versions_with_exports_list_them_and_load(tmp_path: Path) -> None:
+    """store.save(..., export=...) goes through the archive's exports (issue 16 item 1): the listing
+    shows each export and its size, and the version still loads and checks its hash."""
+    pytest.importorskip("onnxruntime")
+    store = zarchive.ModelStore(tmp_path / "s")
+    model = _model(seed=3)
+    x = torch.randn(2, model.config.d_in)
+    store.save(model, "1.0.0", export=("onnx", "torchscript"), example_inputs=(x,))
+    info = store.info("1.0.0")
+    assert set(info.exports) == {"onnx", "torchscript"}
+    assert all(e["size"] > 0 for e in info.exports.values())
+    assert store.versions()[0].exports == info.exports
+    loaded = store.load("1.0.0")
+    assert _same_weights(loaded, model)
+    with zarchive.open(tmp_path / "s" / "1.0.0.zarc") as arc:
+        (got,) = arc.onnx_session(providers=["CPUExecutionProvider"]).run(None, {"input": x.numpy()})
+    with torch.no_grad():
+        np.testing.assert_allclose(got, model.eval()(x).numpy(), rtol=1e-4, atol=1e-5)
