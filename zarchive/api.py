@@ -39,8 +39,8 @@ class ZArchive:
     compress: False/"none", True/"zstd" (level 3, the default) or a zstd level. Tables, lists and
         JSON-like members are compressed; arrays and tensors only where a sample shows it pays, so
         float weights stay uncompressed and can be mapped from the file.
-    external_array_threshold: arrays and tensors with more elements than this go to their own
-        members; smaller numpy arrays are written inline in the manifest.
+    external_array_threshold: numpy arrays with this many elements or more go to their own members
+        (as ZANJ counts); smaller ones are written inline in the manifest. Tensors always have members.
     external_list_threshold: lists longer than this go to a `.jsonl` member.
     handlers_pre: handlers tried before the built-in ones (and before registered ones).
     custom_settings: any JSON, recorded in the metadata.

@@ -20,6 +20,11 @@ T_config = TypeVar("T_config")
 M = TypeVar("M", bound="ConfiguredModelBase[Any]")
 
 
+class NoConfigClassError(TypeError, NotImplementedError):
+    """A ConfiguredModel subclass was built without @set_config_class (a TypeError, and the
+    NotImplementedError ZANJ raises in that case)."""
+
+
 class ConfiguredModelBase(torch.nn.Module, Generic[T_config]):
     """Base class for models built from a single config dataclass (see the module docstring)."""
 
@@ -29,7 +34,7 @@ class ConfiguredModelBase(torch.nn.Module, Generic[T_config]):
         super().__init__()
         expected = type(self)._config_class
         if expected is None:
-            raise TypeError(
+            raise NoConfigClassError(
                 f"{type(self).__qualname__} has no config class: decorate it with @set_config_class(YourConfig)"
             )
         if not isinstance(config, expected):
@@ -37,6 +42,16 @@ class ConfiguredModelBase(torch.nn.Module, Generic[T_config]):
                 f"{type(self).__qualname__} takes a {expected.__qualname__} config, not a {type(config).__qualname__}"
             )
         self.config: T_config = config
+        self.training_records: Any = None  # anything you keep with the model (losses...): saved and read
+
+    def _load_state_dict_wrapper(self, state_dict: dict[str, torch.Tensor], **kwargs: Any) -> Any:
+        """How reading puts the archive's weights into a freshly built model (ZANJ's hook).
+
+        Override it to adapt weights on reading (renamed keys, strict=False...); reading then builds
+        the model for real and calls it with the state dict and the keyword arguments of the
+        ZArchive's `custom_settings["_load_state_dict_wrapper"]`. Without an override (and without
+        such settings) reading assigns the weights itself, without a copy."""
+        return self.load_state_dict(state_dict, **kwargs)
 
     @classmethod
     def config_class(cls) -> type | None:
@@ -74,4 +89,4 @@ def set_config_class(config_class: type) -> Callable[[type[M]], type[M]]:
     return wrapper
 
 
-__all__ = ["ConfiguredModelBase", "set_config_class"]
+__all__ = ["ConfiguredModelBase", "NoConfigClassError", "set_config_class"]

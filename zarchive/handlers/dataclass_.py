@@ -27,19 +27,22 @@ from typing import Any
 from ..context import LoadContext, Node, SaveContext
 from ..errors import FieldMismatchError, SaveError
 from ..generic import GenericObject
+from ..main_classes import warn_on_save
 from ..nodes.classes import DataclassSchema, NamedTupleSchema
 from ..objpath import join_path
 from ..typeref import class_tag, is_dataclass_class, is_namedtuple_class, registered_classes
 from .base import Handler, expect
 
 
-def recorded_tag(cls: type, ctx: SaveContext) -> str:
+def recorded_tag(cls: type, ctx: SaveContext, what: str = "dataclass") -> str:
     """The tag written for `cls`: its registered name if it was registered under one, else its
-    natural "module:QualName" (so a class registered under a custom name reads back by that name)."""
+    natural "module:QualName" (so a class registered under a custom name reads back by that name).
+    A natural tag no other program can resolve (a class in __main__ or a function) warns once."""
     names: dict[int, list[str]] = ctx.state("typeref.names", _registered_names)
     found = names.get(id(cls))
     natural = class_tag(cls)
     if not found or natural in found:
+        warn_on_save(cls, natural, what)
         return natural
     return found[0]
 
@@ -250,7 +253,7 @@ class NamedTupleHandler(NamedTupleSchema, Handler):
 
     def save(self, obj: Any, ctx: SaveContext) -> Node:
         fields = {name: ctx.save(value, name) for name, value in zip(type(obj)._fields, obj)}
-        return {"$type": self.name, "class": recorded_tag(type(obj), ctx), "fields": fields}
+        return {"$type": self.name, "class": recorded_tag(type(obj), ctx, "named tuple"), "fields": fields}
 
     def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
         tag = node.get("class")

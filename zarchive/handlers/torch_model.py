@@ -4,7 +4,12 @@ Node: {"$type": "torch.ConfiguredModel", "class": tag, "config": <dataclass node
        "state_dict": <dict node>, "training": bool}, plus, only when needed, "training_modules"
 (submodules whose train/eval flag differs from the model's) and "unsaved_buffers" (dtype and device
 of non-persistent buffers, which the state dict leaves out) and "tensor_attributes" (tensors held
-as plain attributes). Both say the model must be built for real on reading.
+as plain attributes). Both say the model must be built for real on reading. "training_records"
+(format 1.3): the model's `training_records` (anything, e.g. losses, as ZANJ keeps them), when not None.
+
+A class that overrides `_load_state_dict_wrapper` (ZANJ's hook), or a read whose custom_settings
+hold "_load_state_dict_wrapper" keyword arguments, gets a real build and the weights through that
+method instead of the assignment below.
 
 Reading builds the model under `torch.device("meta")` (no memory; initialisers skipped) and
 assigns the loaded tensors, which map the file, so a large model reads about as fast as the file can
@@ -64,7 +69,7 @@ class ConfiguredModelHandler(ConfiguredModelSchema, Handler):
             )
         node: dict[str, Any] = {
             "$type": NAME,
-            "class": recorded_tag(cls, ctx),
+            "class": recorded_tag(cls, ctx, "ConfiguredModel"),
             "config": ctx.save(config, "config"),
             "state_dict": ctx.save(model.state_dict(), "state_dict"),
             "training": model.training,
@@ -78,6 +83,9 @@ class ConfiguredModelHandler(ConfiguredModelSchema, Handler):
         attrs = _tensor_attributes(model)
         if attrs:
             node["tensor_attributes"] = attrs
+        records = getattr(model, "training_records", None)
+        if records is not None:
+            node["training_records"] = ctx.save(records, "training_records")
         return node
 
     def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
@@ -120,6 +128,7 @@ def load_model(node: dict[str, Any], ctx: LoadContext, cls: type[Any]) -> Any:
     if not isinstance(sd, dict) or not all(isinstance(k, str) for k in sd):
         raise ctx.error("the model's state_dict is not a dict with string keys")
     training = expect(node, "training", bool, ctx)
+    records = ctx.load(node["training_records"], "training_records") if "training_records" in node else None
 
     real_only = bool(node.get("unsaved_buffers") or node.get("tensor_attributes"))
     model = build_model(cls, config, sd, ctx, real_only=real_only)
@@ -127,6 +136,8 @@ def load_model(node: dict[str, Any], ctx: LoadContext, cls: type[Any]) -> Any:
 
     model.train(training)
     _restore_training_flags(model, node.get("training_modules"), ctx)
+    if records is not None or hasattr(model, "training_records"):
+        model.training_records = records
     return model
 
 
@@ -138,9 +149,45 @@ def build_model(cls: type[Any], config: Any, sd: dict[str, Any], ctx: LoadContex
     twice the bytes of `sd` plus REAL_BUILD_MARGIN. A config that asks for more than the archive
     holds is refused (ConfigMismatchError or UnsafeArchiveError) before it allocates."""
     budget = 2 * _state_bytes(sd) + REAL_BUILD_MARGIN
+    wrapper_kwargs = _wrapper_settings(ctx)
+    if wrapper_kwargs is not None or _overrides_wrapper(cls):
+        model = _build(cls, config, ctx, on_meta=False, budget=budget)
+        return _load_through_wrapper(model, sd, wrapper_kwargs or {}, cls, ctx)
     model = None if real_only or cls in _REAL_BUILD else _load_on_meta(cls, config, sd, ctx, budget)
     if model is None:
         model = _load_weights(_build(cls, config, ctx, on_meta=False, budget=budget), sd, cls, ctx)
+    return model
+
+
+def _overrides_wrapper(cls: type[Any]) -> bool:
+    """Whether the class loads its weights through an `_load_state_dict_wrapper` of its own."""
+    own = getattr(cls, "_load_state_dict_wrapper", None)
+    return own is not None and own is not getattr(ConfiguredModelBase, "_load_state_dict_wrapper", None)
+
+
+def _wrapper_settings(ctx: LoadContext) -> dict[str, Any] | None:
+    """The keyword arguments custom_settings["_load_state_dict_wrapper"] gives the hook (None: none)."""
+    custom = ctx.settings.custom_settings
+    kwargs = custom.get("_load_state_dict_wrapper") if isinstance(custom, dict) else None
+    if kwargs is None:
+        return None
+    if not (isinstance(kwargs, dict) and all(isinstance(k, str) for k in kwargs)):
+        raise TypeError('custom_settings["_load_state_dict_wrapper"] must be a dict of keyword arguments')
+    return kwargs
+
+
+def _load_through_wrapper(
+    model: Any, sd: dict[str, Any], kwargs: dict[str, Any], cls: type[Any], ctx: LoadContext
+) -> Any:
+    """The weights put in by the model's own `_load_state_dict_wrapper(sd, **kwargs)`."""
+    try:
+        model._load_state_dict_wrapper(sd, **kwargs)
+    except Exception as e:
+        raise ConfigMismatchError(
+            f"{cls.__qualname__}._load_state_dict_wrapper failed on the archive's weights: "
+            f"{type(e).__name__}: {str(e)[:2000]}",
+            path=_sd_path(ctx),
+        ) from e
     return model
 
 
