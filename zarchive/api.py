@@ -44,8 +44,8 @@ class ZArchive:
     external_list_threshold: lists longer than this go to a `.jsonl` member.
     handlers_pre: handlers tried before the built-in ones (and before registered ones).
     custom_settings: any JSON, recorded in the metadata.
-    error_mode: "except", "warn" (default) or "ignore", for recoverable mismatches such as a
-        dataclass field that the class no longer has.
+    error_mode: "except", "warn" (default), "log" (the "zarchive" logger) or "ignore", for
+        recoverable mismatches such as a dataclass field that the class no longer has.
     durable: fsync the archive and its directory before save() returns.
     verify: check checksums of every member read (switch off only for trusted files).
     mmap: True (default): uncompressed arrays and tensors read from a local file are zero-copy views

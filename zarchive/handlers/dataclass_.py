@@ -24,6 +24,7 @@ import typing
 from collections.abc import Collection
 from typing import Any
 
+from ..annotation_check import describe_hint, fits
 from ..context import LoadContext, Node, SaveContext
 from ..errors import FieldMismatchError, SaveError
 from ..generic import GenericObject
@@ -136,12 +137,13 @@ def build_dataclass(
         if f is not None and getattr(f, "serialize", True):
             loaded[name] = ctx.load(sub, name)
     values = {name: apply_field_loaders(value, known[name], loaded, ctx.path) for name, value in loaded.items()}
+    hints = _type_hints(cls)
     if lists_as_tuples:
-        hints = _type_hints(cls)
         for name, value in values.items():
             hint = hints.get(name)
             if isinstance(value, list) and not has_field_loader(known[name]) and _is_tuple_type(hint):
                 values[name] = tuple(value)
+    _report_type_drift(values, known, hints, tag, cls, ctx)
 
     _check_required([f.name for f in known.values() if f.init and f.name not in values and _required(f)], tag, cls, ctx)
     gained = [f for f in known.values() if f.init and f.name not in stored and getattr(f, "serialize", True)]
@@ -151,6 +153,29 @@ def build_dataclass(
         if not known[name].init:
             object.__setattr__(obj, name, value)  # works for frozen dataclasses too
     return obj
+
+
+def _report_type_drift(
+    values: dict[str, Any], known: dict[str, Any], hints: dict[str, Any], tag: Any, cls: type, ctx: LoadContext
+) -> None:
+    """A recorded value that does not fit its field's annotation is a mismatch (warning, error or
+    nothing per error_mode), naming the field, the value's type and the annotation. Fields whose
+    muutils functions make their own representation are their own business."""
+    for name, value in values.items():
+        f = known[name]
+        if name not in hints or has_field_loader(f) or getattr(f, "serialization_fn", None) is not None:
+            continue
+        if fits(value, hints[name]):
+            continue
+        ctx.path.append(name)
+        try:
+            ctx.mismatch(
+                f"the archive's {str(tag)[:200]} has {name}={_short_repr(value)} ({type(value).__qualname__}), which "
+                f"does not match the annotation {describe_hint(hints[name])} of {cls.__qualname__}.{name}; it is "
+                "kept as read"
+            )
+        finally:
+            ctx.path.pop()
 
 
 def _type_hints(cls: type) -> dict[str, Any]:
