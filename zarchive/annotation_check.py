@@ -64,6 +64,8 @@ def _fits_generic(value: Any, origin: Any, args: tuple[Any, ...], depth: int) ->
         return True
     if not isinstance(value, origin):
         return origin is collections.abc.Callable and callable(value)
+    if not isinstance(value, collections.abc.Collection):
+        return True
     if not args:
         return True
     if origin is tuple:
@@ -72,7 +74,7 @@ def _fits_generic(value: Any, origin: Any, args: tuple[Any, ...], depth: int) ->
         if args == ((),):
             return len(value) == 0
         return len(value) == len(args) and all(fits(v, a, depth + 1) for v, a in zip(value, args))
-    if issubclass(origin, collections.abc.Mapping) and len(args) == 2:
+    if isinstance(value, collections.abc.Mapping) and len(args) == 2:
         items = list(value.items())[:MAX_ITEMS]
         return all(fits(k, args[0], depth + 1) and fits(v, args[1], depth + 1) for k, v in items)
     if issubclass(origin, (list, set, frozenset, collections.abc.Sequence, collections.abc.Set)) and len(args) == 1:
