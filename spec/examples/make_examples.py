@@ -88,6 +88,8 @@ EXAMPLES: tuple[Example, ...] = (
     Example("tensor_tables_split", "format 1.2: tensor groups of more than 256 tensors split over several "
             "members, with a list of tensor tables (a 280-tensor state dict with a weight tied across the split, "
             "300 int64 tensors in compressed members)", builders.tensor_tables_split),
+    Example("zanj_records_model", "format 1.3: a ConfiguredModel with training_records (losses, a step count, "
+            "a dict)", builders.records_model),
 )  # fmt: skip
 
 
