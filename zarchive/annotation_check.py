@@ -42,7 +42,8 @@ def fits(value: Any, hint: Any, depth: int = 0) -> bool:
         return _fits_generic(value, origin, args, depth)
     if isinstance(hint, type):
         if hint is bool:
-            return isinstance(value, bool) or type(value).__name__ == "bool_"  # numpy's bool scalar
+            t = type(value)  # numpy's bool scalar too (numpy is not imported for it)
+            return isinstance(value, bool) or (t.__module__ == "numpy" and t.__name__ in ("bool", "bool_"))
         if hint in _NUMERIC:
             return isinstance(value, _NUMERIC[hint]) and (hint is not int or not _is_float(value))
         if typing.is_typeddict(hint) or _is_protocol(hint):

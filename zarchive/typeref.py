@@ -61,7 +61,7 @@ def resolve_class(tag: Any, accept: Callable[[type], bool], *, what: str, path: 
     if cls is None:
         module_name, qualname = tag.split(":")
         module = sys.modules.get(module_name)
-        if module is None and "<locals>" in qualname:
+        if "<locals>" in qualname:
             raise UnknownTypeError(main_classes.local_not_found(tag, what), path=path)
         if module is None:
             raise UnknownTypeError(

@@ -172,7 +172,10 @@ def _wrapper_settings(ctx: LoadContext) -> dict[str, Any] | None:
     if kwargs is None:
         return None
     if not (isinstance(kwargs, dict) and all(isinstance(k, str) for k in kwargs)):
-        raise TypeError('custom_settings["_load_state_dict_wrapper"] must be a dict of keyword arguments')
+        raise ConfigMismatchError(
+            'the ZArchive\'s custom_settings["_load_state_dict_wrapper"] must be a dict of keyword arguments',
+            path=ctx.path_str,
+        )
     return kwargs
 
 
