@@ -16,71 +16,125 @@ import collections.abc
 import numbers
 import types
 import typing
+from collections.abc import Callable
 from typing import Any
 
 _NUMERIC: dict[type, type] = {float: numbers.Real, int: numbers.Integral, complex: numbers.Complex}
 MAX_ITEMS = 1000  # items of a container checked against its item type (the rest are assumed to fit)
+MAX_DEPTH = 8
+
+Check = Callable[[Any], bool]
+_cache: dict[Any, Check | None] = {}  # checks by annotation, made once (annotations are few)
+MAX_CACHED = 10_000
 
 
-def fits(value: Any, hint: Any, depth: int = 0) -> bool:
+def fits(value: Any, hint: Any) -> bool:
     """False only when `value` certainly does not fit the annotation `hint`."""
-    if depth > 8 or hint is Any or hint is object or isinstance(hint, (str, typing.TypeVar, typing.ForwardRef)):
-        return True
+    check = check_for(hint)
+    return check is None or check(value)
+
+
+def check_for(hint: Any, depth: int = 0) -> Check | None:
+    """A function telling whether a value fits `hint` (None: anything fits), made once per hint."""
+    try:
+        return _cache[hint]
+    except KeyError:
+        pass
+    except TypeError:  # an annotation that cannot be a dict key: not cached
+        return _make(hint, depth)
+    check = _make(hint, depth)
+    if len(_cache) < MAX_CACHED:
+        _cache[hint] = check
+    return check
+
+
+def _make(hint: Any, depth: int) -> Check | None:
+    if depth > MAX_DEPTH or hint is Any or hint is object or isinstance(hint, (str, typing.TypeVar, typing.ForwardRef)):
+        return None
     if hint is None or hint is type(None):
-        return value is None
+        return _is_none
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if origin is typing.Union or origin is types.UnionType:
-        return any(fits(value, a, depth + 1) for a in args)
+        arms = [check_for(a, depth + 1) for a in args]
+        if any(a is None for a in arms):
+            return None
+        checks = [a for a in arms if a is not None]
+        return lambda v: any(c(v) for c in checks)
     if origin is typing.Literal:
-        return any(value == a and type(value) is type(a) for a in args)
-    if origin is typing.Annotated:
-        return fits(value, args[0], depth + 1)
-    if origin is typing.ClassVar or origin is typing.Final:
-        return fits(value, args[0], depth + 1) if args else True
+        return lambda v: any(v == a and type(v) is type(a) for a in args)
+    if origin is typing.Annotated or origin is typing.ClassVar or origin is typing.Final:
+        return check_for(args[0], depth + 1) if args else None
     if origin is not None:
-        return _fits_generic(value, origin, args, depth)
-    if isinstance(hint, type):
-        if hint is bool:
-            t = type(value)  # numpy's bool scalar too (numpy is not imported for it)
-            return isinstance(value, bool) or (t.__module__ == "numpy" and t.__name__ in ("bool", "bool_"))
-        if hint in _NUMERIC:
-            return isinstance(value, _NUMERIC[hint]) and (hint is not int or not _is_float(value))
-        if typing.is_typeddict(hint) or _is_protocol(hint):
-            return True
-        return isinstance(value, hint)
-    return True
+        return _make_generic(origin, args, depth)
+    if not isinstance(hint, type):
+        return None
+    if hint is bool:
+        return _is_bool
+    if hint is int:
+        return _is_int
+    if hint is float:
+        return _is_real
+    if hint in _NUMERIC:
+        kind = _NUMERIC[hint]
+        return lambda v: isinstance(v, kind)
+    if typing.is_typeddict(hint) or getattr(hint, "_is_protocol", False):
+        return None
+    return lambda v: type(v) is hint or isinstance(v, hint)
 
 
-def _is_float(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral)
+def _is_none(v: Any) -> bool:
+    return v is None
 
 
-def _is_protocol(hint: type) -> bool:
-    return bool(getattr(hint, "_is_protocol", False))
+def _is_bool(v: Any) -> bool:
+    t = type(v)  # numpy's bool scalar too (numpy is not imported for it)
+    return t is bool or (t.__module__ == "numpy" and t.__name__ in ("bool", "bool_"))
 
 
-def _fits_generic(value: Any, origin: Any, args: tuple[Any, ...], depth: int) -> bool:
+def _is_int(v: Any) -> bool:
+    return type(v) is int or isinstance(v, numbers.Integral)
+
+
+def _is_real(v: Any) -> bool:
+    t = type(v)
+    return t is float or t is int or isinstance(v, numbers.Real)
+
+
+def _make_generic(origin: Any, args: tuple[Any, ...], depth: int) -> Check | None:
     if not isinstance(origin, type):
-        return True
-    if not isinstance(value, origin):
-        return origin is collections.abc.Callable and callable(value)
-    if not isinstance(value, collections.abc.Collection):
-        return True
+        return None
+    if origin is collections.abc.Callable:
+        return callable
     if not args:
-        return True
+        return lambda v: isinstance(v, origin)
+    items: Check | None
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        items = check_for(args[0], depth + 1)
+        return lambda v: isinstance(v, tuple) and (items is None or all(items(x) for x in v[:MAX_ITEMS]))
     if origin is tuple:
-        if len(args) == 2 and args[1] is Ellipsis:
-            return all(fits(v, args[0], depth + 1) for v in list(value)[:MAX_ITEMS])
         if args == ((),):
-            return len(value) == 0
-        return len(value) == len(args) and all(fits(v, a, depth + 1) for v, a in zip(value, args))
-    if isinstance(value, collections.abc.Mapping) and len(args) == 2:
-        items = list(value.items())[:MAX_ITEMS]
-        return all(fits(k, args[0], depth + 1) and fits(v, args[1], depth + 1) for k, v in items)
-    if issubclass(origin, (list, set, frozenset, collections.abc.Sequence, collections.abc.Set)) and len(args) == 1:
-        return all(fits(v, args[0], depth + 1) for v in list(value)[:MAX_ITEMS])
-    return True
+            return lambda v: isinstance(v, tuple) and len(v) == 0
+        each = [check_for(a, depth + 1) for a in args]
+        return lambda v: (
+            isinstance(v, tuple) and len(v) == len(each) and all(c is None or c(x) for c, x in zip(each, v))
+        )
+    if issubclass(origin, collections.abc.Mapping) and len(args) == 2:
+        keys, values = check_for(args[0], depth + 1), check_for(args[1], depth + 1)
+
+        def mapping(v: Any) -> bool:
+            if not isinstance(v, origin):
+                return False
+            pairs = list(v.items())[:MAX_ITEMS]
+            return all((keys is None or keys(k)) and (values is None or values(x)) for k, x in pairs)
+
+        return mapping
+    if issubclass(origin, (collections.abc.Sequence, collections.abc.Set)) and len(args) == 1:
+        items = check_for(args[0], depth + 1)
+        if items is None:
+            return lambda v: isinstance(v, origin)
+        return lambda v: isinstance(v, origin) and all(items(x) for x in list(v)[:MAX_ITEMS])
+    return lambda v: isinstance(v, origin)
 
 
 def describe_hint(hint: Any) -> str:

@@ -21,10 +21,11 @@ from __future__ import annotations
 import dataclasses
 import sys
 import typing
+import weakref
 from collections.abc import Collection
 from typing import Any
 
-from ..annotation_check import describe_hint, fits
+from ..annotation_check import Check, check_for, describe_hint
 from ..context import LoadContext, Node, SaveContext
 from ..errors import FieldMismatchError, SaveError
 from ..generic import GenericObject
@@ -143,7 +144,7 @@ def build_dataclass(
             hint = hints.get(name)
             if isinstance(value, list) and not has_field_loader(known[name]) and _is_tuple_type(hint):
                 values[name] = tuple(value)
-    _report_type_drift(values, known, hints, tag, cls, ctx)
+    _report_type_drift(values, hints, tag, cls, ctx)
 
     _check_required([f.name for f in known.values() if f.init and f.name not in values and _required(f)], tag, cls, ctx)
     gained = [f for f in known.values() if f.init and f.name not in stored and getattr(f, "serialize", True)]
@@ -155,17 +156,16 @@ def build_dataclass(
     return obj
 
 
-def _report_type_drift(
-    values: dict[str, Any], known: dict[str, Any], hints: dict[str, Any], tag: Any, cls: type, ctx: LoadContext
-) -> None:
+def _report_type_drift(values: dict[str, Any], hints: dict[str, Any], tag: Any, cls: type, ctx: LoadContext) -> None:
     """A recorded value that does not fit its field's annotation is a mismatch (warning, error or
     nothing per error_mode), naming the field, the value's type and the annotation. Fields whose
     muutils functions make their own representation are their own business."""
-    for name, value in values.items():
-        f = known[name]
-        if name not in hints or has_field_loader(f) or getattr(f, "serialization_fn", None) is not None:
+    checks = _field_checks(cls, hints)
+    for name, check in checks.items():
+        if name not in values:
             continue
-        if isinstance(value, GenericObject) or fits(value, hints[name]):
+        value = values[name]
+        if check(value) or isinstance(value, GenericObject):
             continue  # (a GenericObject stands for a class this reader does not have: no news)
         ctx.path.append(name)
         try:
@@ -178,11 +178,48 @@ def _report_type_drift(
             ctx.path.pop()
 
 
-def _type_hints(cls: type) -> dict[str, Any]:
+_CHECKS: weakref.WeakKeyDictionary[type, dict[str, Check]] = weakref.WeakKeyDictionary()
+
+
+def _field_checks(cls: type, hints: dict[str, Any]) -> dict[str, Check]:
+    """{field: its annotation's check} for the fields worth checking, worked out once per class."""
     try:
-        return typing.get_type_hints(cls)
+        return _CHECKS[cls]
+    except (KeyError, TypeError):
+        pass
+    checks: dict[str, Check] = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in hints or has_field_loader(f) or getattr(f, "serialization_fn", None) is not None:
+            continue
+        check = check_for(hints[f.name])
+        if check is not None:
+            checks[f.name] = check
+    try:
+        _CHECKS[cls] = checks
+    except TypeError:
+        pass
+    return checks
+
+
+_HINTS: weakref.WeakKeyDictionary[type, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def _type_hints(cls: type) -> dict[str, Any]:
+    """The class's resolved field annotations, worked out once per class (get_type_hints evaluates
+    string annotations: far too slow to repeat for every object of a long list)."""
+    try:
+        return _HINTS[cls]
+    except (KeyError, TypeError):
+        pass
+    try:
+        hints = typing.get_type_hints(cls)
     except Exception:  # noqa: BLE001  # unresolvable forward references: what the fields record
-        return {f.name: f.type for f in dataclasses.fields(cls) if isinstance(f.type, type)}
+        hints = {f.name: f.type for f in dataclasses.fields(cls) if isinstance(f.type, type)}
+    try:
+        _HINTS[cls] = hints
+    except TypeError:
+        pass  # a class that cannot be weakly referenced: not cached
+    return hints
 
 
 def _is_tuple_type(hint: Any) -> bool:
