@@ -202,3 +202,8 @@ def test_convert_keeps_records(zanj_model_file: tuple[Path, Any], tmp_path: Path
         assert done.returncode == 0, done.stderr[-3000:]
     assert RecNet.read(out).training_records == {"loss": [0.75, 0.5], "best": 1}
     assert zarchive.read(plain)["training_records"] == {"loss": [0.75, 0.5], "best": 1}
+    from zarchive.convert import convert
+
+    report = convert(out, tmp_path / "again.zarc")  # .zarc -> .zarc
+    assert report.kind == "zarc->zarc"
+    assert RecNet.read(tmp_path / "again.zarc").training_records == {"loss": [0.75, 0.5], "best": 1}
