@@ -149,6 +149,7 @@ def make():
 
 Local = make()
 zarchive.save({"x": Local(4)}, sys.argv[1])
+assert zarchive.read(sys.argv[1]) == {"x": Local(4)}  # the process that saved the class finds it again
 Named = make()
 zarchive.register_class(Named, name="myproject:Local")
 zarchive.save({"x": Named(5)}, sys.argv[2])  # registered under a stable name: no warning

@@ -35,11 +35,12 @@ class ConfiguredModelBase(torch.nn.Module, Generic[T_config]):
         expected = type(self)._config_class
         if expected is None:
             raise NoConfigClassError(
-                f"{type(self).__qualname__} has no config class: decorate it with @set_config_class(YourConfig)"
+                f"{type(self).__qualname__} has no config class: you need to set it with @set_config_class(YourConfig)"
             )
         if not isinstance(config, expected):
             raise TypeError(
-                f"{type(self).__qualname__} takes a {expected.__qualname__} config, not a {type(config).__qualname__}"
+                f"{type(self).__qualname__} takes a {expected.__qualname__} config, not a {type(config).__qualname__} "
+                f"(the config must be an instance of {expected.__qualname__} or of a subclass of it)"
             )
         self.config: T_config = config
         self.training_records: Any = None  # anything you keep with the model (losses...): saved and read
@@ -77,7 +78,8 @@ def set_config_class(config_class: type) -> Callable[[type[M]], type[M]]:
     """Class decorator declaring the config dataclass of a ConfiguredModel subclass."""
     if not (isinstance(config_class, type) and dataclasses.is_dataclass(config_class)):
         raise TypeError(
-            f"set_config_class needs a dataclass (e.g. a muutils SerializableDataclass), not {config_class!r}"
+            f"set_config_class needs a dataclass, not {config_class!r}: the config class must be a subclass of "
+            "SerializableDataclass (muutils) or another dataclass"
         )
 
     def wrapper(cls: type[M]) -> type[M]:

@@ -7,7 +7,8 @@ each such class in a process warns (`ClassLocationWarning`) with the fix: define
 module the reader imports, or register it under a stable name on both sides
 (`zarchive.register_class(Config, name="myproject:Config")`).
 
-Reading a `__main__:Name` tag looks the class up in the reading program's own `__main__`: the
+A function-local class is found again only by the process that saved it (the class object it saved,
+while it lives). Reading a `__main__:Name` tag looks the class up in the reading program's own `__main__`: the
 notebook or script that is run again defines the same class there. That is a guess about another
 program's class, so the read says so, once per tag and process, unless the class is one this
 process itself saved (the same script saving and reading back).
@@ -36,6 +37,7 @@ _lock = threading.Lock()
 _warned: weakref.WeakSet[type] = weakref.WeakSet()  # classes whose save was warned about
 _saved_here: weakref.WeakSet[type] = weakref.WeakSet()  # __main__/local classes this process saved
 _noted: set[str] = set()  # __main__ tags whose resolution a read reported (bounded by the tags read)
+_saved_tags: dict[str, weakref.ref[type]] = {}  # tag -> the function-local class this process saved under it
 MAX_NOTED = 10_000
 
 
@@ -66,6 +68,8 @@ def warn_on_save(cls: type, tag: str, what: str) -> None:
         return
     with _lock:
         _saved_here.add(cls)
+        if "<locals>" in cls.__qualname__ and len(_saved_tags) < MAX_NOTED:
+            _saved_tags[tag] = weakref.ref(cls)
         if cls in _warned:
             return
         _warned.add(cls)
@@ -78,6 +82,14 @@ def warn_on_save(cls: type, tag: str, what: str) -> None:
         ClassLocationWarning,
         stacklevel=_outside_zarchive(),
     )
+
+
+def saved_local_class(tag: str) -> type | None:
+    """The function-local class this process saved under `tag` (the latest one, while it lives):
+    the same program reading back what it wrote, as ZANJ users do in tests and notebooks."""
+    with _lock:
+        ref = _saved_tags.get(tag)
+    return ref() if ref is not None else None
 
 
 def note_main_resolution(tag: str, cls: type, what: str) -> None:
@@ -114,4 +126,11 @@ def local_not_found(tag: str, what: str) -> str:
     )
 
 
-__all__ = ["ClassLocationWarning", "local_not_found", "main_not_found", "note_main_resolution", "warn_on_save"]
+__all__ = [
+    "ClassLocationWarning",
+    "local_not_found",
+    "main_not_found",
+    "note_main_resolution",
+    "saved_local_class",
+    "warn_on_save",
+]

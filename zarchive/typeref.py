@@ -62,7 +62,10 @@ def resolve_class(tag: Any, accept: Callable[[type], bool], *, what: str, path: 
         module_name, qualname = tag.split(":")
         module = sys.modules.get(module_name)
         if "<locals>" in qualname:
-            raise UnknownTypeError(main_classes.local_not_found(tag, what), path=path)
+            local = main_classes.saved_local_class(tag)  # this process saved it: that very class
+            if local is None or not accept(local):
+                raise UnknownTypeError(main_classes.local_not_found(tag, what), path=path)
+            return local
         if module is None:
             raise UnknownTypeError(
                 f"{what} class {tag!r} is not available: its module is not imported and the class is not "

@@ -30,6 +30,8 @@ records), so nothing is lost when `zanj` is not installed, and nothing changes w
 from __future__ import annotations
 
 import os
+import sys
+import time
 import zipfile
 from collections.abc import Sequence
 from typing import Any
@@ -38,11 +40,11 @@ from ...api import ZArchive
 from ...handlers.base import Handler
 from ...options import ErrorMode
 from ...registry import register_handler, registered_handlers
-from .loading import LoaderHandler, register_loader_handler
+from .loading import LoaderHandler, loader_handlers, register_loader_handler
 from .serializers import SerializerHandlerRegistry, ZanjCustomHandler, is_serializer_handler
 
 SUFFIX = ".zanj"
-ARRAY_MODES = ("list", "array_list_meta", "array_hex_meta", "array_b64_meta", "external", "zero_dim")
+ARRAY_MODES = ("list", "array_list", "array_list_meta", "array_hex_meta", "array_b64_meta", "external", "zero_dim")
 ZIP_METHODS = {
     zipfile.ZIP_STORED: False,
     zipfile.ZIP_DEFLATED: True,
@@ -112,7 +114,8 @@ class ZANJ(ZArchive):
         handlers_default: Sequence[Any] = DEFAULT_SERIALIZER_HANDLERS_ZANJ,
         **zarchive_settings: Any,
     ) -> None:
-        if internal_array_mode not in ARRAY_MODES:
+        mode = str(getattr(internal_array_mode, "value", internal_array_mode))  # muutils' ArrayMode members too
+        if mode not in ARRAY_MODES:
             raise ValueError(
                 f"internal_array_mode must be one of {', '.join(ARRAY_MODES)}, not {internal_array_mode!r}"
             )
@@ -139,9 +142,10 @@ class ZANJ(ZArchive):
             **zarchive_settings,
         )
         self.registry = SerializerHandlerRegistry([*handlers, *registered_handlers()], serializers, self)
-        self.array_mode = internal_array_mode
+        self.array_mode = mode
         self.handlers_pre = tuple(handlers_pre)
         self.compress: int = _as_zip_method(compress)
+        self._externals: dict[str, Any] = {}  # ZANJ's, always empty here (see externals_info)
 
     # --- ZANJ's attributes ---
     @property
@@ -167,7 +171,10 @@ class ZANJ(ZArchive):
         return obj
 
     def meta(self) -> dict[str, Any]:
-        """The settings of this ZANJ, as ZANJ's metadata names them."""
+        """This ZANJ's settings and handlers, the Python version and the time, under ZANJ's keys
+        (zarchive records its own metadata in each archive: `zarchive meta PATH`)."""
+        registry = self.registry
+        serializers = registry.serializers if isinstance(registry, SerializerHandlerRegistry) else ()
         return {
             "zanj_cfg": {
                 "error_mode": self.error_mode.value,
@@ -175,8 +182,17 @@ class ZANJ(ZArchive):
                 "external_array_threshold": self.external_array_threshold,
                 "external_list_threshold": self.external_list_threshold,
                 "compress": self.compress,
-            }
+                "serialization_handlers": {str(a.serializer.uid): str(a.serializer.desc) for a in serializers},
+                "load_handlers": {uid: h.serialize() for uid, h in loader_handlers().items()},
+            },
+            "sysinfo": {"python": {"version": sys.version}},
+            "externals_info": self.externals_info(),
+            "timestamp": time.time(),
         }
+
+    def externals_info(self) -> dict[str, Any]:
+        """Nothing: zarchive plans its members during a save and keeps none between saves."""
+        return {}
 
     # --- saving and reading ---
     def save(self, obj: Any, file_path: str | os.PathLike[str] | Any, **kwargs: Any) -> str:  # type: ignore[override]

@@ -67,6 +67,12 @@ def register_loader_handler(handler: LoaderHandler) -> None:
     )
 
 
+def loader_handlers() -> dict[str, LoaderHandler]:
+    """The registered loader handlers by uid (a copy)."""
+    with LOADER_MAP_LOCK:
+        return dict(LOADER_MAP)
+
+
 def get_item_loader(json_item: Any, path: ObjectPath = (), zanj: Any = None, error_mode: Any = None) -> Any:
     """The registered LoaderHandler for `json_item`: by its "__muutils_format__", else the first whose
     check accepts it; None if there is none."""
@@ -110,5 +116,6 @@ __all__ = [
     "ObjectPath",
     "get_item_loader",
     "load_item_recursive",
+    "loader_handlers",
     "register_loader_handler",
 ]

@@ -22,6 +22,7 @@ from typing import Any, Self, TypeVar
 import torch
 
 from ...configured import ConfiguredModelBase, set_config_class
+from ...errors import ConfigMismatchError
 from ...torchutil import ConfiguredModel as _ZArchiveModel
 from . import ZANJ
 from .loading import FORMAT_KEY, LoaderHandler, ObjectPath, load_item_recursive
@@ -77,7 +78,14 @@ class ConfiguredModel(_ZArchiveModel[T_config]):
         FileNotFoundError when there is no file, as in ZANJ."""
         if isinstance(file_path, (str, os.PathLike)) and not os.path.isfile(file_path):
             raise FileNotFoundError(f"file not found: {os.fspath(file_path)}")
-        return super().read(file_path, zanj if zanj is not None else ZANJ(), *args, **kwargs)
+        za = zanj if zanj is not None else ZANJ()
+        try:
+            return super().read(file_path, za, *args, **kwargs)
+        except ConfigMismatchError:
+            saved = za.read(file_path)  # a model saved as its serialize() dict, as ZANJ allowed
+            if isinstance(saved, dict) and str(saved.get(FORMAT_KEY, "")).startswith(cls.__name__):
+                return cls.load(saved, (), za)
+            raise
 
     @classmethod
     def load_file(cls, file_path: str | os.PathLike[str], zanj: Any = None) -> Self:
@@ -166,7 +174,7 @@ class ConfigMismatchException(ValueError):
 
 def _config_of(model: Any, which: str) -> Any:
     if not isinstance(model, torch.nn.Module):
-        raise AssertionError(f"{which} must be a ConfiguredModel, not a {type(model).__qualname__}")  # noqa: TRY004
+        raise AssertionError(f"{which} must be a ConfiguredModel")  # noqa: TRY004 - (ZANJ's words)
     config = getattr(model, "zanj_model_config", None)
     if config is None:
         config = getattr(model, "config", None)
