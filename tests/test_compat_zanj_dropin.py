@@ -415,8 +415,9 @@ def test_no_pickling_fallback(tmp_path: Path) -> None:
     class Opaque:
         pass
 
-    with pytest.raises(SaveError, match="no handler can save"):
-        ZANJ().save({"x": Opaque()}, tmp_path / "o")
+    for mode in ("except", "warn", "ignore"):
+        with pytest.raises(SaveError, match="no handler can save"):
+            ZANJ(error_mode=mode).save({"x": Opaque()}, tmp_path / "o")
     assert not (tmp_path / "o.zanj").exists()
 
 
@@ -471,3 +472,23 @@ def test_documented_differences_in_what_gets_a_member(tmp_path: Path) -> None:
     assert len(members) == 2 and members[0].startswith("past.jsonl") and ".safetensors" in members[1], members
     back = zarchive.read(ours)
     assert back["tu"] == (1, 2) and torch.equal(back["t"], torch.ones(3))
+
+
+def test_float_arrays_stay_uncompressed(tmp_path: Path) -> None:
+    data = {"array": np.random.default_rng(0).random((100, 100))}
+    on, off = ZANJ(compress=True).save(data, tmp_path / "on"), ZANJ(compress=False).save(data, tmp_path / "off")
+    with zarchive.open(on) as arc:
+        assert {e["codec"] for n, e in arc.members.items() if n.startswith("array")} == {"none"}
+    assert os.path.getsize(on) >= os.path.getsize(off) - 512  # no smaller: the floats are stored as they are
+    assert np.array_equal(zarchive.read(on)["array"], data["array"])
+
+
+def test_model_read_of_its_serialize_dict(tmp_path: Path) -> None:
+    model = DropNet(DropCfg())
+    path = ZANJ().save(model.serialize(), tmp_path / "as_dict")
+    assert isinstance(ZANJ().read(path), dict)
+    back = DropNet.read(path)
+    assert type(back) is DropNet
+    assert_model_exact_equality(model, back)
+    with pytest.raises(ConfigMismatchError):
+        KeyRenamingNet.read(path)  # the dict names another class
