@@ -38,6 +38,7 @@ from ..typeref import class_tag
 from .base import Handler, expect
 from .build_limit import AllocationLimit
 from .dataclass_ import DataclassHandler, load_dataclass, recorded_tag
+from .load_hook import load_through_wrapper, overrides_wrapper, wrapper_settings
 from .meta_build import building_on_meta
 from .state_assign import assign_state_dict
 from .torch_free import ModelAsGeneric
@@ -149,48 +150,13 @@ def build_model(cls: type[Any], config: Any, sd: dict[str, Any], ctx: LoadContex
     twice the bytes of `sd` plus REAL_BUILD_MARGIN. A config that asks for more than the archive
     holds is refused (ConfigMismatchError or UnsafeArchiveError) before it allocates."""
     budget = 2 * _state_bytes(sd) + REAL_BUILD_MARGIN
-    wrapper_kwargs = _wrapper_settings(ctx)
-    if wrapper_kwargs is not None or _overrides_wrapper(cls):
+    wrapper_kwargs = wrapper_settings(ctx)
+    if wrapper_kwargs is not None or overrides_wrapper(cls):
         model = _build(cls, config, ctx, on_meta=False, budget=budget)
-        return _load_through_wrapper(model, sd, wrapper_kwargs or {}, cls, ctx)
+        return load_through_wrapper(model, sd, wrapper_kwargs or {}, cls, ctx)
     model = None if real_only or cls in _REAL_BUILD else _load_on_meta(cls, config, sd, ctx, budget)
     if model is None:
         model = _load_weights(_build(cls, config, ctx, on_meta=False, budget=budget), sd, cls, ctx)
-    return model
-
-
-def _overrides_wrapper(cls: type[Any]) -> bool:
-    """Whether the class loads its weights through an `_load_state_dict_wrapper` of its own."""
-    own = getattr(cls, "_load_state_dict_wrapper", None)
-    return own is not None and own is not getattr(ConfiguredModelBase, "_load_state_dict_wrapper", None)
-
-
-def _wrapper_settings(ctx: LoadContext) -> dict[str, Any] | None:
-    """The keyword arguments custom_settings["_load_state_dict_wrapper"] gives the hook (None: none)."""
-    custom = ctx.settings.custom_settings
-    kwargs = custom.get("_load_state_dict_wrapper") if isinstance(custom, dict) else None
-    if kwargs is None:
-        return None
-    if not (isinstance(kwargs, dict) and all(isinstance(k, str) for k in kwargs)):
-        raise ConfigMismatchError(
-            'the ZArchive\'s custom_settings["_load_state_dict_wrapper"] must be a dict of keyword arguments',
-            path=ctx.path_str,
-        )
-    return kwargs
-
-
-def _load_through_wrapper(
-    model: Any, sd: dict[str, Any], kwargs: dict[str, Any], cls: type[Any], ctx: LoadContext
-) -> Any:
-    """The weights put in by the model's own `_load_state_dict_wrapper(sd, **kwargs)`."""
-    try:
-        model._load_state_dict_wrapper(sd, **kwargs)
-    except Exception as e:
-        raise ConfigMismatchError(
-            f"{cls.__qualname__}._load_state_dict_wrapper failed on the archive's weights: "
-            f"{type(e).__name__}: {str(e)[:2000]}",
-            path=_sd_path(ctx),
-        ) from e
     return model
 
 
