@@ -205,6 +205,9 @@ class _Describer:
         ]
         out["state_dict_keys"] = list(sd)
         out["state_dict_metadata"] = self.value(getattr(sd, "_metadata", None))
+        records = getattr(m, "training_records", None)
+        if records is not None:  # (format 1.3; absent for older examples)
+            out["training_records"] = self.value(records)
         return out
 
     def extras(self, x: pd.DataFrame | pd.Series) -> dict[str, Any]:

@@ -5,6 +5,7 @@ paths, and clear errors."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 import subprocess
 import sys
 import textwrap
@@ -324,23 +325,32 @@ def test_subclass_archive_reads_through_base(tmp_path: Path) -> None:
         NetSub.read(Net(NetConfig()).save(tmp_path / "base.zarc"))
 
 
-def test_local_model_class(tmp_path: Path) -> None:
+def _local_model_class() -> type:
     @set_config_class(NetConfig)
     class Local(ConfiguredModel[NetConfig]):
         def __init__(self, config: NetConfig) -> None:
             super().__init__(config)
             self.fc = torch.nn.Linear(config.d, 2)
 
+    return Local
+
+
+def test_local_model_class(tmp_path: Path) -> None:
+    Local = _local_model_class()
     model = Local(NetConfig())
     path = model.save(tmp_path / "m.zarc")
     assert_same_model(model, Local.read(path))  # the class is named: no registration needed
+    assert_same_model(model, zarchive.read(path))  # the process that saved the class finds it again
+    del Local, model
+    gc.collect()
     with pytest.raises(zarchive.UnknownTypeError, match="register_class"):
-        zarchive.read(path)
-    zarchive.register_class(Local)
+        zarchive.read(path)  # any other reader must register it
+    again = _local_model_class()
+    zarchive.register_class(again)
     try:
-        assert_same_model(model, zarchive.read(path))
+        assert type(zarchive.read(path)) is again
     finally:
-        zarchive.unregister_class(Local)
+        zarchive.unregister_class(again)
 
 
 @dataclasses.dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import gc
 import subprocess
 import sys
 import textwrap
@@ -221,16 +222,27 @@ def test_same_class_names_in_two_modules(tmp_path: Path) -> None:
 
 
 def test_local_class_needs_registration(tmp_path: Path, registered) -> None:
-    @dataclasses.dataclass
-    class Local:
-        v: int
+    """A function-local class is found again only by the process that saved it (while the class
+    lives); any other reader must register it (tests/test_main_classes.py: across processes)."""
 
+    def make() -> type:
+        @dataclasses.dataclass
+        class Local:
+            v: int
+
+        return Local
+
+    Local = make()
     zarchive.save({"obj": Local(1)}, tmp_path / "l.zarc")
+    assert zarchive.read(tmp_path / "l.zarc") == {"obj": Local(1)}  # the saving process finds it again
+    del Local
+    gc.collect()
     with pytest.raises(zarchive.UnknownTypeError, match="register_class") as info:
         zarchive.read(tmp_path / "l.zarc")
     assert info.value.path == "obj"
-    registered(Local)
-    assert zarchive.read(tmp_path / "l.zarc") == {"obj": Local(1)}
+    again = make()
+    registered(again)
+    assert zarchive.read(tmp_path / "l.zarc") == {"obj": again(1)}
 
 
 def test_class_registered_under_a_name_is_saved_by_that_name(tmp_path: Path, registered) -> None:

@@ -104,8 +104,9 @@ def test_odd_shapes_round_trip(arr: np.ndarray, check_roundtrip) -> None:
 
 
 def test_threshold_decides_inline_or_member(tmp_path) -> None:
+    """As in ZANJ, an array of `external_array_threshold` elements or more gets a member of its own."""
     path = tmp_path / "t.zarc"
-    small, big = np.arange(THRESHOLD, dtype="i4"), np.arange(THRESHOLD + 1, dtype="i4")
+    small, big = np.arange(THRESHOLD - 1, dtype="i4"), np.arange(THRESHOLD, dtype="i4")
     zarchive.save({"small": small, "big": big}, path)
     with zarchive.open(path) as arc:
         root = arc.manifest["root"]

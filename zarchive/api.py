@@ -42,13 +42,13 @@ class ZArchive:
     compress: False/"none", True/"zstd" (level 3, the default) or a zstd level. Tables, lists and
         JSON-like members are compressed; arrays and tensors only where a sample shows it pays, so
         float weights stay uncompressed and can be mapped from the file.
-    external_array_threshold: arrays and tensors with more elements than this go to their own
-        members; smaller numpy arrays are written inline in the manifest.
+    external_array_threshold: numpy arrays with this many elements or more go to their own members
+        (as ZANJ counts); smaller ones are written inline in the manifest. Tensors always have members.
     external_list_threshold: lists longer than this go to a `.jsonl` member.
     handlers_pre: handlers tried before the built-in ones (and before registered ones).
     custom_settings: any JSON, recorded in the metadata.
-    error_mode: "except", "warn" (default) or "ignore", for recoverable mismatches such as a
-        dataclass field that the class no longer has.
+    error_mode: "except", "warn" (default), "log" (the "zarchive" logger) or "ignore", for
+        recoverable mismatches such as a dataclass field that the class no longer has.
     durable: fsync the archive and its directory before save() returns.
     verify: check checksums of every member read (switch off only for trusted files).
     mmap: False (default): arrays and tensors read from a local file live in memory of the reader's

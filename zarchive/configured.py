@@ -20,6 +20,11 @@ T_config = TypeVar("T_config")
 M = TypeVar("M", bound="ConfiguredModelBase[Any]")
 
 
+class NoConfigClassError(TypeError, NotImplementedError):
+    """A ConfiguredModel subclass was built without @set_config_class (a TypeError, and the
+    NotImplementedError ZANJ raises in that case)."""
+
+
 class ConfiguredModelBase(torch.nn.Module, Generic[T_config]):
     """Base class for models built from a single config dataclass (see the module docstring)."""
 
@@ -32,14 +37,25 @@ class ConfiguredModelBase(torch.nn.Module, Generic[T_config]):
         super().__init__()
         expected = type(self)._config_class
         if expected is None:
-            raise TypeError(
-                f"{type(self).__qualname__} has no config class: decorate it with @set_config_class(YourConfig)"
+            raise NoConfigClassError(
+                f"{type(self).__qualname__} has no config class: you need to set it with @set_config_class(YourConfig)"
             )
         if not isinstance(config, expected):
             raise TypeError(
-                f"{type(self).__qualname__} takes a {expected.__qualname__} config, not a {type(config).__qualname__}"
+                f"{type(self).__qualname__} takes a {expected.__qualname__} config, not a {type(config).__qualname__} "
+                f"(the config must be an instance of {expected.__qualname__} or of a subclass of it)"
             )
         self.config: T_config = config
+        self.training_records: Any = None  # anything you keep with the model (losses...): saved and read
+
+    def _load_state_dict_wrapper(self, state_dict: dict[str, torch.Tensor], **kwargs: Any) -> Any:
+        """How reading puts the archive's weights into a freshly built model (ZANJ's hook).
+
+        Override it to adapt weights on reading (renamed keys, strict=False...); reading then builds
+        the model for real and calls it with the state dict and the keyword arguments of the
+        ZArchive's `custom_settings["_load_state_dict_wrapper"]`. Without an override (and without
+        such settings) reading assigns the weights itself, without a copy."""
+        return self.load_state_dict(state_dict, **kwargs)
 
     @classmethod
     def config_class(cls) -> type | None:
@@ -65,7 +81,8 @@ def set_config_class(config_class: type) -> Callable[[type[M]], type[M]]:
     """Class decorator declaring the config dataclass of a ConfiguredModel subclass."""
     if not (isinstance(config_class, type) and dataclasses.is_dataclass(config_class)):
         raise TypeError(
-            f"set_config_class needs a dataclass (e.g. a muutils SerializableDataclass), not {config_class!r}"
+            f"set_config_class needs a dataclass, not {config_class!r}: the config class must be a subclass of "
+            "SerializableDataclass (muutils) or another dataclass"
         )
 
     def wrapper(cls: type[M]) -> type[M]:
@@ -77,4 +94,4 @@ def set_config_class(config_class: type) -> Callable[[type[M]], type[M]]:
     return wrapper
 
 
-__all__ = ["ConfiguredModelBase", "set_config_class"]
+__all__ = ["ConfiguredModelBase", "NoConfigClassError", "set_config_class"]

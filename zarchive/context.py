@@ -8,6 +8,7 @@ A new context is made for every save and every read, so handlers are reentrant.
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeVar
@@ -259,7 +260,7 @@ class LoadContext:
                 self.path.pop()
 
     def mismatch(self, message: str) -> None:
-        """A recoverable problem: raise, warn or ignore it per the error_mode setting."""
+        """A recoverable problem: raise, warn, log (logger "zarchive") or ignore it per error_mode."""
         mode = self.settings.error_mode
         if mode is ErrorMode.EXCEPT:
             from .errors import FieldMismatchError
@@ -267,6 +268,8 @@ class LoadContext:
             raise FieldMismatchError(message + " (error_mode='except')", path=self.path_str)
         if mode is ErrorMode.WARN:
             warnings.warn(f"{message} (at object path '/{self.path_str}')", stacklevel=3)
+        elif mode is ErrorMode.LOG:
+            logging.getLogger("zarchive").warning("%s (at object path '/%s')", message, self.path_str)
 
     def member_bytes(self, name: Any, *, expected_size: int | None = None, shared: bool = False) -> memoryview:
         """A member's decoded, verified bytes, writable and this load's own (see `_own`); with

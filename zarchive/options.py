@@ -14,6 +14,7 @@ class ErrorMode(str, enum.Enum):
 
     EXCEPT = "except"
     WARN = "warn"
+    LOG = "log"  # a warning on the "zarchive" logger (ZANJ's and muutils' "log")
     IGNORE = "ignore"
 
     @classmethod
@@ -24,7 +25,7 @@ class ErrorMode(str, enum.Enum):
         try:
             return cls(str(text).lower())
         except ValueError:
-            raise ValueError(f"error_mode must be one of 'except', 'warn', 'ignore', not {value!r}") from None
+            raise ValueError(f"error_mode must be one of 'except', 'warn', 'log', 'ignore', not {value!r}") from None
 
 
 CompressArg = bool | int | str | None

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from . import main_classes
 from .errors import UnknownTypeError
 
 T = TypeVar("T", bound=type)
@@ -60,6 +61,11 @@ def resolve_class(tag: Any, accept: Callable[[type], bool], *, what: str, path: 
     if cls is None:
         module_name, qualname = tag.split(":")
         module = sys.modules.get(module_name)
+        if "<locals>" in qualname:
+            local = main_classes.saved_local_class(tag)  # this process saved it: that very class
+            if local is None or not accept(local):
+                raise UnknownTypeError(main_classes.local_not_found(tag, what), path=path)
+            return local
         if module is None:
             raise UnknownTypeError(
                 f"{what} class {tag!r} is not available: its module is not imported and the class is not "
@@ -69,14 +75,15 @@ def resolve_class(tag: Any, accept: Callable[[type], bool], *, what: str, path: 
         obj: Any = module
         for part in qualname.split("."):
             if part.startswith("<") or not part.isidentifier():
-                raise UnknownTypeError(
-                    f"{what} class {tag!r} is local to a function: register it with zarchive.register_class",
-                    path=path,
-                )
+                raise UnknownTypeError(main_classes.local_not_found(tag, what), path=path)
             obj = obj.__dict__.get(part) if hasattr(obj, "__dict__") else None
             if obj is None:
+                if module_name == "__main__":
+                    raise UnknownTypeError(main_classes.main_not_found(tag, qualname, what), path=path)
                 raise UnknownTypeError(f"{what} class {tag!r} was not found in its module", path=path)
         cls = obj
+        if module_name == "__main__" and isinstance(cls, type) and accept(cls):
+            main_classes.note_main_resolution(tag, cls, what)  # the notebook re-run case: say so
     if not isinstance(cls, type) or not accept(cls):
         raise UnknownTypeError(f"{tag!r} is not a {what} class", path=path)
     return cls

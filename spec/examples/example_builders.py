@@ -332,6 +332,14 @@ def write_exports(model: gm.TinyNet, path: Path, settings: dict[str, Any]) -> No
     zarchive.save(model, path, export=("onnx", "torchscript"), example_inputs=(exports_input(),), **settings)
 
 
+def records_model() -> gm.TinyNet:
+    """Format 1.3: a ConfiguredModel with training_records (losses and a step count, as ZANJ users
+    keep them)."""
+    model = tiny_net()
+    model.training_records = {"loss": [0.75, 0.5, 0.25], "steps": 300, "best": {"epoch": 2, "acc": 0.875}}
+    return model
+
+
 def tied_net() -> gm.TiedNet:
     model = fill_deterministic(gm.TiedNet(gm.NetConfig(d_in=5, d_hidden=6, n_classes=4)))
     model.drop.eval()

@@ -91,6 +91,8 @@ EXAMPLES: tuple[Example, ...] = (
     Example("exports_model", "format 1.3: the configured_model's TinyNet with its ONNX and TorchScript exports "
             "(uncompressed members exports/model.onnx and exports/model.torchscript.pt, the manifest's 'exports')",
             builders.tiny_net, variants=("",), write=builders.write_exports),
+    Example("zanj_records_model", "format 1.3: a ConfiguredModel with training_records (losses, a step count, "
+            "a dict)", builders.records_model),
 )  # fmt: skip
 
 

@@ -282,7 +282,13 @@ class Describer:
             ],
             "state_dict_keys": list(sd),
             "state_dict_metadata": self.value(getattr(sd, "_metadata", None), in_sd("_metadata")),
+            **self.records(m, path),
         }
+
+    def records(self, m: torch.nn.Module, path: str) -> D:
+        """A model's training_records (format 1.3), only where it has some."""
+        records = getattr(m, "training_records", None)
+        return {} if records is None else {"training_records": self.value(records, child(path, "training_records"))}
 
     def flags(self, x: pd.DataFrame | pd.Series, path: str | None) -> D:
         return {"attrs": self.value(dict(x.attrs), child(path, "(attrs)")),

@@ -21,25 +21,30 @@ from __future__ import annotations
 import dataclasses
 import sys
 import typing
+import weakref
 from collections.abc import Collection
 from typing import Any
 
+from ..annotation_check import Check, check_for, describe_hint
 from ..context import LoadContext, Node, SaveContext
 from ..errors import FieldMismatchError, SaveError
 from ..generic import GenericObject
+from ..main_classes import warn_on_save
 from ..nodes.classes import DataclassSchema, NamedTupleSchema
 from ..objpath import join_path
 from ..typeref import class_tag, is_dataclass_class, is_namedtuple_class, registered_classes
 from .base import Handler, expect
 
 
-def recorded_tag(cls: type, ctx: SaveContext) -> str:
+def recorded_tag(cls: type, ctx: SaveContext, what: str = "dataclass") -> str:
     """The tag written for `cls`: its registered name if it was registered under one, else its
-    natural "module:QualName" (so a class registered under a custom name reads back by that name)."""
+    natural "module:QualName" (so a class registered under a custom name reads back by that name).
+    A natural tag no other program can resolve (a class in __main__ or a function) warns once."""
     names: dict[int, list[str]] = ctx.state("typeref.names", _registered_names)
     found = names.get(id(cls))
     natural = class_tag(cls)
     if not found or natural in found:
+        warn_on_save(cls, natural, what)
         return natural
     return found[0]
 
@@ -133,12 +138,13 @@ def build_dataclass(
         if f is not None and getattr(f, "serialize", True):
             loaded[name] = ctx.load(sub, name)
     values = {name: apply_field_loaders(value, known[name], loaded, ctx.path) for name, value in loaded.items()}
+    hints = _type_hints(cls)
     if lists_as_tuples:
-        hints = _type_hints(cls)
         for name, value in values.items():
             hint = hints.get(name)
             if isinstance(value, list) and not has_field_loader(known[name]) and _is_tuple_type(hint):
                 values[name] = tuple(value)
+    _report_type_drift(values, hints, tag, cls, ctx)
 
     _check_required([f.name for f in known.values() if f.init and f.name not in values and _required(f)], tag, cls, ctx)
     gained = [f for f in known.values() if f.init and f.name not in stored and getattr(f, "serialize", True)]
@@ -150,11 +156,70 @@ def build_dataclass(
     return obj
 
 
-def _type_hints(cls: type) -> dict[str, Any]:
+def _report_type_drift(values: dict[str, Any], hints: dict[str, Any], tag: Any, cls: type, ctx: LoadContext) -> None:
+    """A recorded value that does not fit its field's annotation is a mismatch (warning, error or
+    nothing per error_mode), naming the field, the value's type and the annotation. Fields whose
+    muutils functions make their own representation are their own business."""
+    checks = _field_checks(cls, hints)
+    for name, check in checks.items():
+        if name not in values:
+            continue
+        value = values[name]
+        if check(value) or isinstance(value, GenericObject):
+            continue  # (a GenericObject stands for a class this reader does not have: no news)
+        ctx.path.append(name)
+        try:
+            ctx.mismatch(
+                f"the archive's {str(tag)[:200]} has {name}={_short_repr(value)} ({type(value).__qualname__}), which "
+                f"does not match the annotation {describe_hint(hints[name])} of {cls.__qualname__}.{name}; it is "
+                "kept as read"
+            )
+        finally:
+            ctx.path.pop()
+
+
+_CHECKS: weakref.WeakKeyDictionary[type, dict[str, Check]] = weakref.WeakKeyDictionary()
+
+
+def _field_checks(cls: type, hints: dict[str, Any]) -> dict[str, Check]:
+    """{field: its annotation's check} for the fields worth checking, worked out once per class."""
     try:
-        return typing.get_type_hints(cls)
+        return _CHECKS[cls]
+    except (KeyError, TypeError):
+        pass
+    checks: dict[str, Check] = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in hints or has_field_loader(f) or getattr(f, "serialization_fn", None) is not None:
+            continue
+        check = check_for(hints[f.name])
+        if check is not None:
+            checks[f.name] = check
+    try:
+        _CHECKS[cls] = checks
+    except TypeError:
+        pass
+    return checks
+
+
+_HINTS: weakref.WeakKeyDictionary[type, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def _type_hints(cls: type) -> dict[str, Any]:
+    """The class's resolved field annotations, worked out once per class (get_type_hints evaluates
+    string annotations: far too slow to repeat for every object of a long list)."""
+    try:
+        return _HINTS[cls]
+    except (KeyError, TypeError):
+        pass
+    try:
+        hints = typing.get_type_hints(cls)
     except Exception:  # noqa: BLE001  # unresolvable forward references: what the fields record
-        return {f.name: f.type for f in dataclasses.fields(cls) if isinstance(f.type, type)}
+        hints = {f.name: f.type for f in dataclasses.fields(cls) if isinstance(f.type, type)}
+    try:
+        _HINTS[cls] = hints
+    except TypeError:
+        pass  # a class that cannot be weakly referenced: not cached
+    return hints
 
 
 def _is_tuple_type(hint: Any) -> bool:
@@ -250,7 +315,7 @@ class NamedTupleHandler(NamedTupleSchema, Handler):
 
     def save(self, obj: Any, ctx: SaveContext) -> Node:
         fields = {name: ctx.save(value, name) for name, value in zip(type(obj)._fields, obj)}
-        return {"$type": self.name, "class": recorded_tag(type(obj), ctx), "fields": fields}
+        return {"$type": self.name, "class": recorded_tag(type(obj), ctx, "named tuple"), "fields": fields}
 
     def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
         tag = node.get("class")

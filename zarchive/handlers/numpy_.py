@@ -1,6 +1,6 @@
 """numpy arrays, scalars and dtypes.
 
-Small arrays (at most `external_array_threshold` elements) are written inline, as nested lists when
+Small arrays (fewer than `external_array_threshold` elements, as ZANJ counts) are written inline, as nested lists when
 every value is exact and finite in JSON, else as base64 of their raw bytes. Larger arrays become `.npy`
 members, read back into memory of their own (or, with `mmap=True`, as views of the mapped file). Object arrays are
 saved item by item through the handler chain; nothing is ever pickled.
@@ -74,7 +74,7 @@ class NumpyArrayHandler(NumpyArraySchema, Handler):
         if arr.dtype.kind not in _ARRAY_KINDS or arr.dtype.fields is not None:
             raise ctx.error(f"numpy dtype {arr.dtype} is not supported (structured/void arrays)")
         order = {"order": "F"} if arr.ndim > 1 and arr.flags.f_contiguous and not arr.flags.c_contiguous else {}
-        if arr.size <= min(ctx.settings.external_array_threshold, MAX_INLINE_LIST_ELEMENTS):
+        if arr.size < ctx.settings.external_array_threshold and arr.size <= MAX_INLINE_LIST_ELEMENTS:
             return {"$type": self.name, "dtype": arr.dtype.str, "shape": list(arr.shape), **order, **_inline_data(arr)}
         memo: dict[int, tuple[np.ndarray, Any]] = ctx.state("numpy.memo", dict)
         seen = memo.get(id(arr))

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..context import LoadContext, Node, SaveContext
 from ..generic import GenericObject
+from ..main_classes import warn_on_save
 from ..nodes.classes import EnumSchema
 from ..nodes.values import BytesSchema, ComplexSchema, DateTimeSchema, PathSchema, TextValueSchema
 from ..typeref import class_tag
@@ -214,7 +215,9 @@ class EnumHandler(EnumSchema, Handler):
         return isinstance(cls, type) and issubclass(cls, enum.Enum)
 
     def save(self, obj: enum.Enum, ctx: SaveContext) -> Node:
-        node: dict[str, Any] = {"$type": "enum", "class": class_tag(type(obj))}
+        tag = class_tag(type(obj))
+        warn_on_save(type(obj), tag, "Enum")
+        node: dict[str, Any] = {"$type": "enum", "class": tag}
         if obj.name is not None and type(obj).__members__.get(obj.name) is obj:
             node["name"] = obj.name
         else:  # a combination of Flag members

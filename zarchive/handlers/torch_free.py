@@ -46,4 +46,6 @@ class ModelAsGeneric(ConfiguredModelSchema, _ReadOnly):
             "state_dict": ctx.load(node.get("state_dict"), "state_dict"),
             "training": expect(node, "training", bool, ctx),
         }
+        if "training_records" in node:
+            fields["training_records"] = ctx.load(node["training_records"], "training_records")
         return GenericObject(str(node.get("class")), fields, "ConfiguredModel")

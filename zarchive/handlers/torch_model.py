@@ -4,7 +4,12 @@ Node: {"$type": "torch.ConfiguredModel", "class": tag, "config": <dataclass node
        "state_dict": <dict node>, "training": bool}, plus, only when needed, "training_modules"
 (submodules whose train/eval flag differs from the model's) and "unsaved_buffers" (dtype and device
 of non-persistent buffers, which the state dict leaves out) and "tensor_attributes" (tensors held
-as plain attributes). Both say the model must be built for real on reading.
+as plain attributes). Both say the model must be built for real on reading. "training_records"
+(format 1.3): the model's `training_records` (anything, e.g. losses, as ZANJ keeps them), when not None.
+
+A class that overrides `_load_state_dict_wrapper` (ZANJ's hook), or a read whose custom_settings
+hold "_load_state_dict_wrapper" keyword arguments, gets a real build and the weights through that
+method instead of the assignment below.
 
 Reading builds the model under `torch.device("meta")` (no memory; initialisers skipped) and
 assigns the loaded tensors, which map the file, so a large model reads about as fast as the file can
@@ -33,6 +38,7 @@ from ..typeref import class_tag
 from .base import Handler, expect
 from .build_limit import AllocationLimit
 from .dataclass_ import DataclassHandler, load_dataclass, recorded_tag
+from .load_hook import load_through_wrapper, overrides_wrapper, wrapper_settings
 from .meta_build import building_on_meta
 from .state_assign import assign_state_dict
 from .torch_free import ModelAsGeneric
@@ -64,7 +70,7 @@ class ConfiguredModelHandler(ConfiguredModelSchema, Handler):
             )
         node: dict[str, Any] = {
             "$type": NAME,
-            "class": recorded_tag(cls, ctx),
+            "class": recorded_tag(cls, ctx, "ConfiguredModel"),
             "config": ctx.save(config, "config"),
             "state_dict": ctx.save(model.state_dict(), "state_dict"),
             "training": model.training,
@@ -78,6 +84,9 @@ class ConfiguredModelHandler(ConfiguredModelSchema, Handler):
         attrs = _tensor_attributes(model)
         if attrs:
             node["tensor_attributes"] = attrs
+        records = getattr(model, "training_records", None)
+        if records is not None:
+            node["training_records"] = ctx.save(records, "training_records")
         return node
 
     def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
@@ -120,6 +129,7 @@ def load_model(node: dict[str, Any], ctx: LoadContext, cls: type[Any]) -> Any:
     if not isinstance(sd, dict) or not all(isinstance(k, str) for k in sd):
         raise ctx.error("the model's state_dict is not a dict with string keys")
     training = expect(node, "training", bool, ctx)
+    records = ctx.load(node["training_records"], "training_records") if "training_records" in node else None
 
     real_only = bool(node.get("unsaved_buffers") or node.get("tensor_attributes"))
     model = build_model(cls, config, sd, ctx, real_only=real_only)
@@ -127,6 +137,8 @@ def load_model(node: dict[str, Any], ctx: LoadContext, cls: type[Any]) -> Any:
 
     model.train(training)
     _restore_training_flags(model, node.get("training_modules"), ctx)
+    if records is not None or hasattr(model, "training_records"):
+        model.training_records = records
     return model
 
 
@@ -138,6 +150,10 @@ def build_model(cls: type[Any], config: Any, sd: dict[str, Any], ctx: LoadContex
     twice the bytes of `sd` plus REAL_BUILD_MARGIN. A config that asks for more than the archive
     holds is refused (ConfigMismatchError or UnsafeArchiveError) before it allocates."""
     budget = 2 * _state_bytes(sd) + REAL_BUILD_MARGIN
+    wrapper_kwargs = wrapper_settings(ctx)
+    if wrapper_kwargs is not None or overrides_wrapper(cls):
+        model = _build(cls, config, ctx, on_meta=False, budget=budget)
+        return load_through_wrapper(model, sd, wrapper_kwargs or {}, cls, ctx)
     model = None if real_only or cls in _REAL_BUILD else _load_on_meta(cls, config, sd, ctx, budget)
     if model is None:
         model = _load_weights(_build(cls, config, ctx, on_meta=False, budget=budget), sd, cls, ctx)

@@ -72,13 +72,23 @@ class EnumSchema(NodeSchema):
         return f"enum {node.get('class')}.{node.get('name', '')}".rstrip(".")
 
 
-MODEL_KEYS = ("class", "config", "state_dict", "training", "training_modules", "unsaved_buffers", "tensor_attributes")
+MODEL_KEYS = (
+    "class",
+    "config",
+    "state_dict",
+    "training",
+    "training_modules",
+    "unsaved_buffers",
+    "tensor_attributes",
+    "training_records",
+)
 
 
 class ConfiguredModelSchema(NodeSchema):
     """{"class": tag, "config": dataclass node, "state_dict": dict node, "training": bool, ...}"""
 
     name = "torch.ConfiguredModel"
+    since = "1.3"  # "training_records"
 
     def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         config = node.get("config")
@@ -100,9 +110,11 @@ class ConfiguredModelSchema(NodeSchema):
             raise p.error("a model's 'tensor_attributes' must be a list")
         p.visit(config, "config")
         p.visit(node.get("state_dict"), "state_dict")
+        if "training_records" in node:
+            p.visit(node["training_records"], "training_records")
 
     def children(self, node: dict[str, Any]) -> dict[str, Any] | None:
-        return {k: node[k] for k in ("config", "state_dict") if k in node}
+        return {k: node[k] for k in ("config", "state_dict", "training_records") if k in node}
 
     def summary(self, node: dict[str, Any]) -> str:
         return f"ConfiguredModel {node.get('class')}"

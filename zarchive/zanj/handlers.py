@@ -18,9 +18,11 @@ import numpy as np
 
 from ..container import npy
 from ..context import LoadContext, Node, SaveContext
+from ..errors import FieldMismatchError
 from ..generic import GenericObject
 from ..handlers.base import Handler
 from ..handlers.dataclass_ import build_dataclass
+from .format_loaders import find_format_loader
 from .nodes import (
     FORMAT_KEY,
     REF_KEY,
@@ -213,12 +215,25 @@ class ZanjModelAsGeneric(ZanjReading, ZanjModelSchema, Handler):
 
 
 class ZanjUnknownHandler(ZanjReading, ZanjUnknownSchema, Handler):
-    """Only reached with unknown="dict" (the plan refuses unknown formats otherwise)."""
+    """A format a loader was registered for (zanj.format_loaders), or with unknown="dict" a dict (the
+    plan refuses other unknown formats)."""
 
     def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
-        if self.unknown != "dict":
-            raise ctx.error(f"the ZANJ format {str(node.get(FORMAT_KEY))[:100]!r} is not one this reader knows")
-        return {k: ctx.load(v, k) for k, v in node.items()}
+        fmt = str(node.get(FORMAT_KEY))
+        loader = find_format_loader(fmt, node)
+        if loader is None and self.unknown != "dict":
+            raise ctx.error(f"the ZANJ format {fmt[:100]!r} is not one this reader knows")
+        loaded = {k: ctx.load(v, k) for k, v in node.items()}
+        if loader is None:
+            return loaded
+        try:
+            return loader.load(loaded, tuple(ctx.path))
+        except Exception as e:
+            raise FieldMismatchError(
+                f"the loader registered for the ZANJ format {loader.uid[:100]!r} failed: {type(e).__name__}: "
+                f"{str(e)[:300]}",
+                path=ctx.path_str,
+            ) from e
 
 
 HANDLERS: tuple[type[Handler], ...] = (

@@ -23,6 +23,7 @@ from ..nodes.base import NodeSchema, PlanSink
 from ..typeref import class_tag
 from .classes import SDC_SUFFIX, config_class_of, resolve_dataclass, resolve_model
 from .container import loads_json
+from .format_loaders import find_format_loader
 
 FORMAT_KEY = "__muutils_format__"
 REF_KEY = "$ref"
@@ -346,7 +347,9 @@ class ZanjModelSchema(ZanjSchema):
 
 
 class ZanjUnknownSchema(ZanjSchema):
-    """A "__muutils_format__" this reader does not know (a custom ZANJ loader wrote it?)."""
+    """A "__muutils_format__" this reader does not know (a custom ZANJ serializer wrote it?): read by
+    a loader the reading program registered for it (zanj.format_loaders), else refused (or, with
+    unknown="dict", read as a dict)."""
 
     name = "zanj.unknown"
 
@@ -354,9 +357,10 @@ class ZanjUnknownSchema(ZanjSchema):
         fmt = node.get(FORMAT_KEY)
         if not isinstance(fmt, str):
             raise p.error(f"{FORMAT_KEY!r} must be a string, not {type(fmt).__name__}")
-        if self.unknown == "error":
+        if self.unknown == "error" and find_format_loader(fmt, node) is None:
             raise UnknownTypeError(
-                f"the ZANJ format {fmt[:100]!r} is not one this reader knows (a custom ZANJ loader wrote it?)",
+                f"the ZANJ format {fmt[:100]!r} is not one this reader knows (a custom ZANJ serializer wrote it? "
+                "register its loader with zarchive.compat.zanj.register_loader_handler before reading)",
                 path=p.path_str,
             )
         for k, v in node.items():
