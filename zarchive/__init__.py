@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .api import ZArchive, audit, read, save, verify
+from .api import ZArchive, audit, read, save, save_async, verify
 from .api import open as open  # zarchive.open, kept out of __all__ (see below)
 from .errors import (
     ConfigMismatchError,
@@ -64,6 +64,7 @@ __all__ = [
     "register_class",
     "register_handler",
     "save",
+    "save_async",
     "save_checkpoint",
     "unregister_class",
     "unregister_handler",

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any
 
+from .async_save import path_key, submit, wait_for
 from .browse import OpenedArchive
 from .container.archive_reader import DEFAULT_MAX_DECOMPRESSED, ArchiveReader
-from .container.archive_writer import atomic_write, choose_codecs, write_archive
+from .container.archive_writer import MemberPlan, atomic_write, choose_codecs, write_archive
 from .container.source import ByteSource, BytesSource, open_local
 from .context import SaveContext
 from .errors import FormatError, MemberNotFoundError
@@ -115,13 +118,51 @@ class ZArchive:
         """Write `obj` to exactly `file_path` (parent folders created), atomically; return the path.
 
         file_path may be an fsspec URL (written locally, then uploaded) or a writable binary file
-        object (the archive is written at its position; it is not closed)."""
-        remote = is_url(file_path) or is_file_object(file_path)
-        path = "" if remote else os.fspath(file_path)
-        if not remote and not path:
-            raise ValueError("file_path is empty")
+        object (the archive is written at its position; it is not closed). A save_async to the same
+        path that is still being written is waited for first."""
+        _check_target(file_path, storage_options)
+        planned = self.plan_save(obj)
+        wait_for(path_key(file_path))
+        return self.write_planned(planned, file_path, storage_options=storage_options)
+
+    def save_async(self, obj: Any, file_path: PathLike | Any, *, storage_options: StorageOptions = None) -> Future[str]:
+        """Like save, but return as soon as the bytes to write are copied: a Future of the path.
+
+        The tensors and arrays of `obj` are copied into a host buffer that is reused from save to
+        save (pinned memory when CUDA is available), so the caller may change them as soon as this
+        returns; the archive is then written on a background thread, atomically as by save. Errors
+        (the ZArchiveError a save would raise, or OSError) are the future's exception. A save to a
+        path whose earlier save_async is still being written waits for it first; saves are written
+        one at a time, in order, and an interpreter exit waits for them (see zarchive.async_save)."""
+        _check_target(file_path, storage_options)
+        return submit(
+            path_key(file_path),
+            lambda stage: self.plan_save(obj, stage=stage),
+            lambda planned: self.write_planned(planned, file_path, storage_options=storage_options),
+        )
+
+    def plan_save(self, obj: Any, *, stage: Callable[[list[MemberPlan]], None] | None = None) -> PlannedSave:
+        """Phase one of a save, before the target is touched: walk `obj` with the handler chain, plan
+        its members, encode the manifest and check it is readable (see write_check). `stage(members)`
+        runs once the members are known, before their codecs are chosen (save_async copies their bytes
+        there)."""
         with gc_paused():
-            manifest, members, metadata = self._plan(obj)
+            ctx = SaveContext(self.registry, self.settings)
+            root = ctx.save(obj)
+            ctx.finalize()
+            if stage is not None:
+                stage(ctx.members)
+            choose_codecs(ctx.members, self.settings.compress_level)
+            manifest = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "root": root}
+            checked = check_readable(manifest, ctx.members, self.registry)
+        return PlannedSave(checked, ctx.members, build_metadata(self.settings))
+
+    def write_planned(
+        self, planned: PlannedSave, file_path: PathLike | Any, *, storage_options: StorageOptions = None
+    ) -> str:
+        """Phase two of a save: write what plan_save planned to `file_path`, atomically."""
+        remote = is_url(file_path) or is_file_object(file_path)
+        manifest, members = planned.manifest, planned.members
         level = self.settings.compress_level
         bar = progress_for_save(self.progress, members, file_path)
         on_member = bar.advance if bar is not None else None
@@ -130,13 +171,12 @@ class ZArchive:
             check_read_budget(decoded, manifest.inline_bytes, file_size)
 
         def write(f: Any) -> None:
-            write_archive(f, manifest.data, members, metadata, level, on_member=on_member, check_size=check_size)
+            write_archive(f, manifest.data, members, planned.metadata, level, on_member=on_member, check_size=check_size)
 
         try:
             if remote:
                 return save_to(file_path, write, storage_options=storage_options, durable=self.settings.durable)
-            if storage_options:
-                raise TypeError("storage_options apply to URLs only")
+            path = os.fspath(file_path)
             try:
                 atomic_write(path, write, durable=self.settings.durable)
             except PermissionError as e:
@@ -145,15 +185,6 @@ class ZArchive:
             if bar is not None:
                 bar.close()
         return path
-
-    def _plan(self, obj: Any) -> tuple[CheckedManifest, list[Any], dict[str, Any]]:
-        """The manifest (encoded, and checked to be readable: see write_check), members, metadata."""
-        ctx = SaveContext(self.registry, self.settings)
-        root = ctx.save(obj)
-        ctx.finalize()
-        choose_codecs(ctx.members, self.settings.compress_level)
-        manifest = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "root": root}
-        return check_readable(manifest, ctx.members, self.registry), ctx.members, build_metadata(self.settings)
 
     # --- reading ---
     def open(
@@ -258,6 +289,25 @@ class ZArchive:
                 bar.close()
 
 
+@dataclass
+class PlannedSave:
+    """A save after its first phase: the manifest (encoded and checked), members and metadata."""
+
+    manifest: CheckedManifest
+    members: list[MemberPlan]
+    metadata: dict[str, Any]
+
+
+def _check_target(file_path: Any, storage_options: StorageOptions) -> None:
+    """Refuse, before any work, a target that no save could write to."""
+    if is_url(file_path) or is_file_object(file_path):
+        return
+    if not os.fspath(file_path):
+        raise ValueError("file_path is empty")
+    if storage_options:
+        raise TypeError("storage_options apply to URLs only")
+
+
 def _not_writable(path: str, e: PermissionError) -> PermissionError:
     """A save refused by the file system is reported for the target, not for the hidden temporary
     file beside it that the save was creating."""
@@ -326,6 +376,14 @@ def _archive(fn: str, own: Sequence[str], settings: dict[str, Any]) -> ZArchive:
 def save(obj: Any, file_path: PathLike | Any, *, storage_options: StorageOptions = None, **settings: Any) -> str:
     """`ZArchive(**settings).save(obj, file_path)`."""
     return _archive("save", ("storage_options",), settings).save(obj, file_path, storage_options=storage_options)
+
+
+def save_async(
+    obj: Any, file_path: PathLike | Any, *, storage_options: StorageOptions = None, **settings: Any
+) -> Future[str]:
+    """`ZArchive(**settings).save_async(obj, file_path)`: returns once the data is copied."""
+    za = _archive("save_async", ("storage_options",), settings)
+    return za.save_async(obj, file_path, storage_options=storage_options)
 
 
 def read(
