@@ -66,6 +66,7 @@ __all__ = [
     "save",
     "save_async",
     "save_checkpoint",
+    "save_checkpoint_async",
     "unregister_class",
     "unregister_handler",
     "verify",
@@ -74,7 +75,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # checkpoints need torch: imported on first use, so `import zarchive` does not import torch
-    if name in ("save_checkpoint", "load_checkpoint"):
+    if name in ("save_checkpoint", "save_checkpoint_async", "load_checkpoint"):
         from . import checkpoint
 
         return getattr(checkpoint, name)

@@ -171,7 +171,9 @@ class ZArchive:
             check_read_budget(decoded, manifest.inline_bytes, file_size)
 
         def write(f: Any) -> None:
-            write_archive(f, manifest.data, members, planned.metadata, level, on_member=on_member, check_size=check_size)
+            write_archive(
+                f, manifest.data, members, planned.metadata, level, on_member=on_member, check_size=check_size
+            )
 
         try:
             if remote:

@@ -87,7 +87,7 @@ def submit(key: str, plan: Callable[[Stage], T], write: Callable[[T], str]) -> F
 
     try:
         planned = plan(stage)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - a failed save is reported through its future
         release()
         future.set_exception(e)
         return future
@@ -98,7 +98,7 @@ def submit(key: str, plan: Callable[[Stage], T], write: Callable[[T], str]) -> F
     def run() -> None:
         try:
             result = write(planned)
-        except BaseException as e:  # every failure belongs to the caller's future
+        except BaseException as e:  # noqa: BLE001 - every failure belongs to the caller's future
             release()
             _done(key, future)
             future.set_exception(e)

@@ -44,11 +44,17 @@ class StagingBuffer:
         self._free = threading.Lock()  # held from a capture until its lease is released
         self._host: np.ndarray | None = None  # uint8
         self._pinned: Any = None  # the same memory as a torch tensor, when it is pinned
+        self.allocations = 0  # how many times a buffer was allocated (it is reused when big enough)
 
     @property
     def nbytes(self) -> int:
         """The size of the buffer now (0 before the first capture and after `clear`)."""
         return 0 if self._host is None else int(self._host.nbytes)
+
+    @property
+    def busy(self) -> bool:
+        """Whether a capture holds the buffer (its archive is being written)."""
+        return self._free.locked()
 
     @property
     def pinned(self) -> bool:
@@ -92,6 +98,7 @@ class StagingBuffer:
         if self._host is not None and self._host.nbytes >= total:
             return
         size = -(-max(total, 1) // _GROW) * _GROW
+        self.allocations += 1
         self._host = self._pinned = None  # the old buffer is freed before the bigger one is made
         torch = _torch_with_cuda()
         if torch is not None:
@@ -110,7 +117,7 @@ class StagingBuffer:
             devices.add(buf.device)
         else:  # an accelerator without CUDA's pinned memory (e.g. MPS): through pageable memory
             np.copyto(dst, buf.cpu().numpy())
-        return memoryview(dst)
+        return memoryview(dst)  # type: ignore[arg-type]  # numpy's stubs: no __buffer__ before 3.12
 
 
 def _fixed(parts: list[Part]) -> Callable[[], Iterable[Part]]:
