@@ -267,3 +267,16 @@ def test_interpreter_exit_waits_for_pending_saves(tmp_path: Path) -> None:
     assert out.stdout.strip() == "returned"
     torch.manual_seed(0)
     assert torch.equal(zarchive.read(tmp_path / "exit.zarc")["w"], torch.randn(4_000_000))
+
+
+def test_a_big_capture_copied_in_pieces(tmp_path: Path) -> None:
+    """Over 64 MiB the copy is split into 16 MiB pieces on several threads: every byte still lands."""
+    w = torch.arange(17_500_001, dtype=torch.float32)  # 70 MB, not a whole number of pieces
+    small = torch.arange(1000)
+    fut = zarchive.save_async({"w": w, "small": small}, tmp_path / "big.zarc", durable=False)
+    w.neg_()
+    small.zero_()
+    fut.result(timeout=120)
+    got = zarchive.read(tmp_path / "big.zarc")
+    assert torch.equal(got["w"], torch.arange(17_500_001, dtype=torch.float32))
+    assert torch.equal(got["small"], torch.arange(1000))

@@ -10,9 +10,11 @@ Immutable bytes (headers, encoded `.jsonl` text) are not copied.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -23,6 +25,9 @@ __all__ = ["Lease", "StagingBuffer", "staging_buffer"]
 
 _ALIGN = 64  # every staged part starts on a 64-byte boundary (aligned copies)
 _GROW = 1 << 20  # the buffer grows in whole MiB
+_PARALLEL_FROM = 64 << 20  # captures of this many bytes or more copy on several threads
+_PIECE = 16 << 20  # in pieces of this size
+_MAX_COPY_THREADS = 8
 
 
 class Lease:
@@ -77,6 +82,7 @@ class StagingBuffer:
             self._reserve(total)
             offset = 0
             devices: set[Any] = set()
+            host_copies: list[tuple[np.ndarray, np.ndarray]] = []
             for m, parts in planned:
                 staged: list[Part] = []
                 for label, buf in parts:
@@ -84,10 +90,11 @@ class StagingBuffer:
                         staged.append((label, _flat(buf)))
                         continue
                     n = _nbytes(buf)
-                    staged.append((label, self._copy(buf, offset, n, devices)))
+                    staged.append((label, self._copy(buf, offset, n, devices, host_copies)))
                     offset += _padded(n)
                 m.parts = _fixed(staged)
                 m.sources = None
+            _copy_all(host_copies)
             _synchronize(devices)
         except BaseException:
             self._free.release()
@@ -107,17 +114,45 @@ class StagingBuffer:
         else:
             self._host = np.empty(size, dtype=np.uint8)
 
-    def _copy(self, buf: Any, offset: int, n: int, devices: set[Any]) -> memoryview:
+    def _copy(
+        self, buf: Any, offset: int, n: int, devices: set[Any], host_copies: list[tuple[np.ndarray, np.ndarray]]
+    ) -> memoryview:
+        """Where `buf` goes in the buffer: a GPU copy is started now, a host copy is queued."""
         assert self._host is not None
         dst = self._host[offset : offset + n]
         if isinstance(buf, memoryview):
-            np.copyto(dst, np.frombuffer(_flat(buf), dtype=np.uint8))
+            host_copies.append((dst, np.frombuffer(_flat(buf), dtype=np.uint8)))
         elif self._pinned is not None:  # a flat uint8 tensor on an accelerator (MemberPlan.sources)
             self._pinned[offset : offset + n].copy_(buf, non_blocking=True)
             devices.add(buf.device)
         else:  # an accelerator without CUDA's pinned memory (e.g. MPS): through pageable memory
             np.copyto(dst, buf.cpu().numpy())
         return memoryview(dst)  # type: ignore[arg-type]  # numpy's stubs: no __buffer__ before 3.12
+
+
+def _copy_all(copies: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    """Run the host copies, on several threads when there is much to copy (numpy copies without the
+    GIL; one thread's memcpy does not reach the memory bandwidth of a big machine)."""
+    total = sum(dst.nbytes for dst, _ in copies)
+    workers = min(_MAX_COPY_THREADS, os.cpu_count() or 1)
+    if workers < 2 or total < _PARALLEL_FROM:
+        for dst, src in copies:
+            np.copyto(dst, src)
+        return
+    pieces = [(dst[i : i + _PIECE], src[i : i + _PIECE]) for dst, src in copies for i in range(0, dst.nbytes, _PIECE)]
+    list(_copy_pool(workers).map(lambda pair: np.copyto(*pair), pieces))
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _copy_pool(workers: int) -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zarchive-stage")
+        return _pool
 
 
 def _fixed(parts: list[Part]) -> Callable[[], Iterable[Part]]:
