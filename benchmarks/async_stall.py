@@ -25,6 +25,7 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import numpy as np
 from measure import prefault, settle
 from workloads import Workload, nbytes, workloads
 
@@ -58,9 +59,17 @@ def measure(w: Workload, reps: int, workdir: str) -> dict[str, Any]:
         settle()
         return stall, total
 
+    src, dst = np.ones(size, dtype=np.uint8), np.zeros(size, dtype=np.uint8)
+
+    def memcpy() -> float:  # the machine's copy speed right now: what a capture cannot beat
+        t0 = time.perf_counter()
+        np.copyto(dst, src)
+        return time.perf_counter() - t0
+
+    load_before = os.getloadavg()
     first_stall, first_total = async_save()  # allocates the staging buffer
     sync_save()  # warm-up
-    sync, stall, total = [], [], []
+    sync, stall, total, copy = [], [], [], []
     for rep in range(reps):
         if rep % 2:
             sync.append(sync_save())
@@ -70,15 +79,18 @@ def measure(w: Workload, reps: int, workdir: str) -> dict[str, Any]:
             sync.append(sync_save())
         stall.append(s)
         total.append(t)
-    med = {name: statistics.median(xs) for name, xs in (("sync", sync), ("stall", stall), ("total", total))}
+        copy.append(memcpy())
+    runs = (("sync", sync), ("stall", stall), ("total", total), ("memcpy", copy))
+    med = {name: statistics.median(xs) for name, xs in runs}
     return {
+        "load": [round(x, 2) for x in (*load_before, *os.getloadavg())],
         "workload": w.name,
         "description": w.description,
         "nbytes": size,
         "reps": reps,
         "first_stall_s": first_stall,
         "first_total_s": first_total,
-        "samples": {"sync": sync, "stall": stall, "total": total},
+        "samples": dict(runs),
         "median": med,
         "ratio": med["stall"] / med["sync"],
     }
@@ -98,7 +110,9 @@ def render(r: dict[str, Any]) -> str:
         f"| `ZArchive().save_async`: stall (until the future is returned) | {m['stall']:.3f} |",
         f"| `ZArchive().save_async`: until the file is written | {m['total']:.3f} |",
         f"| first save_async of the process (allocates the staging buffer): stall | {r['first_stall_s']:.3f} |",
+        f"| reference: one numpy copy of as many bytes (memcpy) | {m['memcpy']:.3f} |",
         "",
+        f"- load average (1, 5, 15 min) before: {r['load'][:3]}, after: {r['load'][3:]}",
         f"- stall / synchronous save: {r['ratio']:.3f} (target <= {TARGET:.2f}): {verdict}",
         "- samples (s): " + "; ".join(f"{k} {', '.join(f'{x:.3f}' for x in v)}" for k, v in r["samples"].items()),
         "",
