@@ -6,13 +6,12 @@ import io
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Any
 
 from .async_save import path_key, submit, wait_for
 from .browse import OpenedArchive
 from .container.archive_reader import DEFAULT_MAX_DECOMPRESSED, ArchiveReader
-from .container.archive_writer import MemberPlan, atomic_write, choose_codecs, write_archive
+from .container.archive_writer import MemberPlan, choose_codecs
 from .container.source import ByteSource, BytesSource, open_local
 from .context import SaveContext
 from .errors import FormatError, MemberNotFoundError
@@ -25,12 +24,12 @@ from .options import CompressArg, ErrorMode, Settings, parse_compress
 from .plan import DEFAULT_MAX_NODES, ReadPolicy, TensorsAs, Unresolved
 from .progress import check_setting as check_progress
 from .progress import for_read as progress_for_read
-from .progress import for_save as progress_for_save
 from .protocol import FORMAT_NAME, FORMAT_VERSION
 from .registry import HandlerRegistry
-from .remote import is_file_object, is_url, open_source, save_to
+from .remote import is_file_object, is_url, open_source
+from .saving import PlannedSave, check_target, write_planned
 from .verify_result import VerifyResult
-from .write_check import CheckedManifest, check_read_budget, check_readable
+from .write_check import check_readable
 
 PathLike = str | os.PathLike[str]
 StorageOptions = Mapping[str, Any] | None
@@ -120,10 +119,10 @@ class ZArchive:
         file_path may be an fsspec URL (written locally, then uploaded) or a writable binary file
         object (the archive is written at its position; it is not closed). A save_async to the same
         path that is still being written is waited for first."""
-        _check_target(file_path, storage_options)
+        check_target(file_path, storage_options)
         planned = self.plan_save(obj)
         wait_for(path_key(file_path))
-        return self.write_planned(planned, file_path, storage_options=storage_options)
+        return self._write(planned, file_path, storage_options)
 
     def save_async(self, obj: Any, file_path: PathLike | Any, *, storage_options: StorageOptions = None) -> Future[str]:
         """Like save, but return as soon as the bytes to write are copied: a Future of the path.
@@ -134,11 +133,11 @@ class ZArchive:
         (the ZArchiveError a save would raise, or OSError) are the future's exception. A save to a
         path whose earlier save_async is still being written waits for it first; saves are written
         one at a time, in order, and an interpreter exit waits for them (see zarchive.async_save)."""
-        _check_target(file_path, storage_options)
+        check_target(file_path, storage_options)
         return submit(
             path_key(file_path),
             lambda stage: self.plan_save(obj, stage=stage),
-            lambda planned: self.write_planned(planned, file_path, storage_options=storage_options),
+            lambda planned: self._write(planned, file_path, storage_options),
         )
 
     def plan_save(self, obj: Any, *, stage: Callable[[list[MemberPlan]], None] | None = None) -> PlannedSave:
@@ -157,36 +156,16 @@ class ZArchive:
             checked = check_readable(manifest, ctx.members, self.registry)
         return PlannedSave(checked, ctx.members, build_metadata(self.settings))
 
-    def write_planned(
-        self, planned: PlannedSave, file_path: PathLike | Any, *, storage_options: StorageOptions = None
-    ) -> str:
-        """Phase two of a save: write what plan_save planned to `file_path`, atomically."""
-        remote = is_url(file_path) or is_file_object(file_path)
-        manifest, members = planned.manifest, planned.members
-        level = self.settings.compress_level
-        bar = progress_for_save(self.progress, members, file_path)
-        on_member = bar.advance if bar is not None else None
-
-        def check_size(decoded: int, file_size: int) -> None:
-            check_read_budget(decoded, manifest.inline_bytes, file_size)
-
-        def write(f: Any) -> None:
-            write_archive(
-                f, manifest.data, members, planned.metadata, level, on_member=on_member, check_size=check_size
-            )
-
-        try:
-            if remote:
-                return save_to(file_path, write, storage_options=storage_options, durable=self.settings.durable)
-            path = os.fspath(file_path)
-            try:
-                atomic_write(path, write, durable=self.settings.durable)
-            except PermissionError as e:
-                raise _not_writable(path, e) from None
-        finally:
-            if bar is not None:
-                bar.close()
-        return path
+    def _write(self, planned: PlannedSave, file_path: PathLike | Any, storage_options: StorageOptions) -> str:
+        s = self.settings
+        return write_planned(
+            planned,
+            file_path,
+            level=s.compress_level,
+            durable=s.durable,
+            progress=self.progress,
+            storage_options=storage_options,
+        )
 
     # --- reading ---
     def open(
@@ -289,42 +268,6 @@ class ZArchive:
                 return arc.load(map_location=map_location, dtype=dtype)
             finally:
                 bar.close()
-
-
-@dataclass
-class PlannedSave:
-    """A save after its first phase: the manifest (encoded and checked), members and metadata."""
-
-    manifest: CheckedManifest
-    members: list[MemberPlan]
-    metadata: dict[str, Any]
-
-
-def _check_target(file_path: Any, storage_options: StorageOptions) -> None:
-    """Refuse, before any work, a target that no save could write to."""
-    if is_url(file_path) or is_file_object(file_path):
-        return
-    if not os.fspath(file_path):
-        raise ValueError("file_path is empty")
-    if storage_options:
-        raise TypeError("storage_options apply to URLs only")
-
-
-def _not_writable(path: str, e: PermissionError) -> PermissionError:
-    """A save refused by the file system is reported for the target, not for the hidden temporary
-    file beside it that the save was creating."""
-    directory = os.path.dirname(os.path.abspath(path))
-    existing = directory
-    while not os.path.isdir(existing) and os.path.dirname(existing) != existing:
-        existing = os.path.dirname(existing)  # the folders to create start below this one
-    reason = e.strerror or str(e)
-    if existing != directory:
-        why = f"cannot save {path!r}: cannot create its directory in {existing!r}, which is not writable ({reason})"
-    elif not os.access(directory, os.W_OK) or os.path.basename(str(e.filename or "")).startswith("."):
-        why = f"cannot save {path!r}: the directory {directory!r} is not writable ({reason})"
-    else:
-        why = f"cannot save {path!r}: {reason}"
-    return PermissionError(e.errno, why)  # the message names the path: no `filename` to repeat it
 
 
 def _read_all(path: str) -> bytes:
