@@ -1,5 +1,6 @@
-"""Lightning's AsyncCheckpointIO wrapping ZArchiveCheckpointIO: a real tiny CPU run writes its
-checkpoints from the background thread, and a second run resumes from them."""
+"""Saves in the background from Lightning, two ways: Lightning's AsyncCheckpointIO wrapping
+ZArchiveCheckpointIO, and AsyncZArchiveCheckpointIO (ZArchive.save_async). A real tiny CPU run writes
+its checkpoints from the background thread, and a second run resumes from them."""
 
 from __future__ import annotations
 
@@ -13,7 +14,12 @@ pl = pytest.importorskip("lightning.pytorch")
 from lightning.pytorch.plugins.io import AsyncCheckpointIO
 
 import zarchive
-from zarchive.lightning import ZArchiveCheckpointIO
+from zarchive.lightning import AsyncZArchiveCheckpointIO, ZArchiveCheckpointIO
+
+PLUGINS = {
+    "lightning-async": lambda: AsyncCheckpointIO(ZArchiveCheckpointIO()),
+    "zarchive-async": lambda: AsyncZArchiveCheckpointIO(),
+}
 
 
 class Tiny(pl.LightningModule):
@@ -41,9 +47,9 @@ class WeightsAtStart(pl.Callback):
         self.weight = pl_module.layer.weight.detach().clone()
 
 
-def _trainer(tmp_path: Path, max_steps: int, *callbacks: pl.Callback) -> pl.Trainer:
+def _trainer(tmp_path: Path, max_steps: int, plugin: str, *callbacks: pl.Callback, top_k: int = -1) -> pl.Trainer:
     ckpt = pl.callbacks.ModelCheckpoint(
-        dirpath=tmp_path / "ckpts", save_last=True, every_n_train_steps=2, save_top_k=-1
+        dirpath=tmp_path / "ckpts", save_last=True, every_n_train_steps=2, save_top_k=top_k
     )
     return pl.Trainer(
         max_steps=max_steps,
@@ -53,7 +59,7 @@ def _trainer(tmp_path: Path, max_steps: int, *callbacks: pl.Callback) -> pl.Trai
         enable_progress_bar=False,
         enable_model_summary=False,
         default_root_dir=tmp_path,
-        plugins=[AsyncCheckpointIO(ZArchiveCheckpointIO())],
+        plugins=[PLUGINS[plugin]()],
         callbacks=[ckpt, *callbacks],
     )
 
@@ -65,9 +71,10 @@ def _quiet():
         yield
 
 
-def test_async_checkpoint_io_writes_zarchives_and_resumes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("plugin", list(PLUGINS))
+def test_async_checkpoint_io_writes_zarchives_and_resumes(tmp_path: Path, plugin: str) -> None:
     model = Tiny()
-    trainer = _trainer(tmp_path, 6)
+    trainer = _trainer(tmp_path, 6, plugin)
     trainer.fit(model)  # teardown waits for the saves in flight
     ckpts = sorted(p.name for p in (tmp_path / "ckpts").iterdir())
     assert "last.ckpt" in ckpts and len(ckpts) >= 4, ckpts  # steps 2, 4, 6 and last
@@ -80,16 +87,26 @@ def test_async_checkpoint_io_writes_zarchives_and_resumes(tmp_path: Path) -> Non
 
     start = WeightsAtStart()
     resumed = Tiny()
-    _trainer(tmp_path / "again", 8, start).fit(resumed, ckpt_path=tmp_path / "ckpts" / "last.ckpt")
+    _trainer(tmp_path / "again", 8, plugin, start).fit(resumed, ckpt_path=tmp_path / "ckpts" / "last.ckpt")
     assert start.step == 6
     assert torch.equal(start.weight, last["state_dict"]["layer.weight"])
 
 
-def test_a_failed_background_save_is_raised_by_the_trainer(tmp_path: Path) -> None:
+@pytest.mark.parametrize("plugin", list(PLUGINS))
+def test_a_failed_background_save_is_raised_by_the_trainer(tmp_path: Path, plugin: str) -> None:
     class Unsaveable(Tiny):
         def on_save_checkpoint(self, checkpoint: dict) -> None:  # type: ignore[type-arg]
             checkpoint["bad"] = object()  # nothing can save this
 
     with pytest.raises(zarchive.SaveError, match="builtins.object") as e:
-        _trainer(tmp_path, 2).fit(Unsaveable())
+        _trainer(tmp_path, 2, plugin).fit(Unsaveable())
     assert e.value.path == "bad"
+
+
+def test_removed_checkpoints_stay_removed(tmp_path: Path) -> None:
+    """save_top_k=1: Lightning removes the older checkpoint right after the newer one is submitted;
+    the removal waits for a save of that path in flight, so no stale file lands afterwards."""
+    _trainer(tmp_path, 8, "zarchive-async", top_k=1).fit(Tiny())
+    names = sorted(p.name for p in (tmp_path / "ckpts").iterdir())
+    assert names == ["epoch=0-step=8.ckpt", "last.ckpt"], names
+    assert zarchive.read(tmp_path / "ckpts" / "epoch=0-step=8.ckpt")["global_step"] == 8

@@ -79,7 +79,8 @@ class StagingBuffer:
         try:
             planned = [(m, list(m.sources() if m.sources is not None else m.parts())) for m in members]
             total = sum(_padded(_nbytes(buf)) for _, parts in planned for _, buf in parts if _needs_copy(buf))
-            self._reserve(total)
+            on_device = any(not isinstance(buf, memoryview) for _, parts in planned for _, buf in parts)
+            self._reserve(total, pinned=on_device)
             offset = 0
             devices: set[Any] = set()
             host_copies: list[tuple[np.ndarray, np.ndarray]] = []
@@ -101,8 +102,10 @@ class StagingBuffer:
             raise
         return Lease(self._free.release)
 
-    def _reserve(self, total: int) -> None:
-        if self._host is not None and self._host.nbytes >= total:
+    def _reserve(self, total: int, *, pinned: bool) -> None:
+        """A buffer of `total` bytes or more; pinned when GPU tensors are to be copied (and CUDA is there)."""
+        repin = pinned and self._pinned is None and _torch_with_cuda() is not None
+        if self._host is not None and self._host.nbytes >= total and not repin:
             return
         size = -(-max(total, 1) // _GROW) * _GROW
         self.allocations += 1
