@@ -280,3 +280,15 @@ def test_a_big_capture_copied_in_pieces(tmp_path: Path) -> None:
     got = zarchive.read(tmp_path / "big.zarc")
     assert torch.equal(got["w"], torch.arange(17_500_001, dtype=torch.float32))
     assert torch.equal(got["small"], torch.arange(1000))
+
+
+def test_to_a_url_and_a_file_object(tmp_path: Path) -> None:
+    pytest.importorskip("fsspec")
+    obj = {"w": torch.arange(100.0)}
+    fut = zarchive.save_async(obj, "memory://async/one.zarc")
+    obj["w"].zero_()
+    assert fut.result(timeout=60) == "memory://async/one.zarc"
+    assert torch.equal(zarchive.read("memory://async/one.zarc")["w"], torch.arange(100.0))
+    with open(tmp_path / "f.zarc", "wb") as f:
+        zarchive.save_async({"w": torch.ones(3)}, f).result(timeout=60)
+    assert torch.equal(zarchive.read(tmp_path / "f.zarc")["w"], torch.ones(3))

@@ -24,6 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, TypeVar
 
 from .container.archive_writer import MemberPlan
+from .remote import is_file_object, is_url
 from .staging import Lease, staging_buffer
 
 __all__ = ["in_flight", "path_key", "submit", "wait_for"]
@@ -39,12 +40,11 @@ _in_flight: dict[str, Future[str]] = {}
 def path_key(file_path: Any) -> str:
     """What identifies a save's target: the real absolute path of a local file, a URL as given, the
     identity of a file object."""
-    if hasattr(file_path, "write"):
+    if is_file_object(file_path):
         return f"<file object {id(file_path):#x}>"
-    text = os.fspath(file_path)
-    if "://" in text:
-        return text
-    return os.path.realpath(os.path.abspath(text))
+    if is_url(file_path):
+        return str(file_path)
+    return os.path.realpath(os.path.abspath(os.fspath(file_path)))
 
 
 def in_flight(key: str) -> Future[str] | None:
