@@ -292,3 +292,21 @@ def test_to_a_url_and_a_file_object(tmp_path: Path) -> None:
     with open(tmp_path / "f.zarc", "wb") as f:
         zarchive.save_async({"w": torch.ones(3)}, f).result(timeout=60)
     assert torch.equal(zarchive.read(tmp_path / "f.zarc")["w"], torch.ones(3))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_gpu_tensors_are_copied_into_pinned_memory(tmp_path: Path) -> None:
+    obj = {
+        "w": torch.randn(1024, 512, device="cuda"),
+        "t": torch.randn(64, 32, device="cuda").t(),
+        "cpu": torch.ones(9),
+    }
+    before = {k: v.cpu().clone() for k, v in obj.items()}
+    fut = zarchive.save_async(obj, tmp_path / "gpu.zarc")
+    for v in obj.values():
+        v.mul_(-1)  # on the GPU's stream, right after the return
+    fut.result(timeout=60)
+    assert staging_buffer().pinned
+    got = zarchive.read(tmp_path / "gpu.zarc", map_location="saved")
+    for k, v in before.items():
+        assert got[k].device == obj[k].device and torch.equal(got[k].cpu(), v), k
