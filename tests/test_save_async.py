@@ -156,8 +156,10 @@ class _SlowFile:
         self.pos = 0
         self.delay = delay
         self.release = threading.Event()
+        self.writers: list[str] = []
 
     def write(self, b: Any) -> int:
+        self.writers.append(threading.current_thread().name)  # who wrote, in order, before waiting
         self.release.wait(timeout=30)
         time.sleep(self.delay)
         data = bytes(b)
@@ -193,7 +195,7 @@ def test_one_save_to_a_path_at_a_time(tmp_path: Path) -> None:
 
 def test_a_save_waits_for_the_save_async_in_flight(tmp_path: Path) -> None:
     slow = _SlowFile(0.0)
-    fut = zarchive.save_async({"v": torch.arange(10)}, slow)
+    fut = zarchive.save_async({"v": torch.randn(3_000_000)}, slow)  # 12 MB: copied out in two writes
     assert async_save.in_flight(async_save.path_key(slow)) is fut
     assert not fut.done()  # its writes are held back
     done: list[str] = []
@@ -205,6 +207,9 @@ def test_a_save_waits_for_the_save_async_in_flight(tmp_path: Path) -> None:
     t.join(timeout=60)
     assert fut.done() and fut.exception() is None
     assert done and async_save.in_flight(async_save.path_key(slow)) is None
+    background = [name.startswith("zarchive-save") for name in slow.writers]
+    first_sync = background.index(False)
+    assert any(background[:first_sync]) and not any(background[first_sync:])  # no write of one between the other's
 
 
 def test_staging_buffer_is_reused_and_bounded(tmp_path: Path) -> None:
