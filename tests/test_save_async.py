@@ -315,3 +315,16 @@ def test_gpu_tensors_are_copied_into_pinned_memory(tmp_path: Path) -> None:
     got = zarchive.read(tmp_path / "gpu.zarc", map_location="saved")
     for k, v in before.items():
         assert got[k].device == obj[k].device and torch.equal(got[k].cpu(), v), k
+
+
+def test_import_zarchive_does_not_load_the_staging_buffer() -> None:
+    """`import zarchive` stays light: the staging module (and numpy with it) loads on the first save_async."""
+    code = "import sys, zarchive; print('zarchive.staging' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "False"

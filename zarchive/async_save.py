@@ -21,11 +21,13 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .container.archive_writer import MemberPlan
 from .remote import is_file_object, is_url
-from .staging import Lease, staging_buffer
+
+if TYPE_CHECKING:
+    from .staging import Lease
 
 __all__ = ["in_flight", "path_key", "submit", "wait_for"]
 
@@ -79,6 +81,8 @@ def submit(key: str, plan: Callable[[Stage], T], write: Callable[[T], str]) -> F
     leases: list[Lease] = []
 
     def stage(members: list[MemberPlan]) -> None:
+        from .staging import staging_buffer  # (and numpy) on the first save_async, not by `import zarchive`
+
         leases.append(staging_buffer().capture(members))
 
     def release() -> None:
