@@ -1,6 +1,6 @@
 # The two commands a new user needs:  make demo   and   make test
 # make demo creates .venv (if missing) with only what zarchive itself needs (numpy, pandas, muutils,
-# zstandard, safetensors and the pinned CPU build of torch), installs zarchive, and runs the demo.
+# zstandard, safetensors, isal and the pinned CPU build of torch), installs zarchive, and runs the demo.
 # make test adds the test extras to the same .venv and runs the suite (without the tests marked slow).
 # CI (.ci/run) also runs  make lint  (ruff, mypy) and  make test-floors  (the whole suite, slow tests
 # included, on the lowest dependency versions pyproject.toml allows, in .venv-floors).
@@ -23,7 +23,7 @@ $(VENV)/.installed-base: pyproject.toml requirements-ci.txt
 	$(PYTHON) -m venv $(VENV)
 	@echo "== [2/3] upgrading pip"
 	$(PIP) install -q --upgrade pip
-	@echo "== [3/3] installing zarchive and its dependencies: numpy, pandas, torch (CPU), muutils, zstandard, safetensors"
+	@echo "== [3/3] installing zarchive and its dependencies: numpy, pandas, torch (CPU), muutils, zstandard, safetensors, isal"
 	$(PIP) install $(PIN) -e .
 	touch $@
 

@@ -23,6 +23,7 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import async_stall
 from measure import (
     can_drop_caches,
     drop_caches,
@@ -333,12 +334,18 @@ def main(argv: list[str] | None = None) -> int:
             "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         }
         text = render(info, raw, results, settings)
+        stall = async_stall.measure(all_w["big"], reps, workdir) if "big" in names else None
+        text += "\n" + async_stall.render(stall) if stall else ""
         print(text)
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:
             f.write(text)
         with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
-            json.dump({"machine": info, "raw_io": raw, "settings": settings, "workloads": results}, f, indent=1)
+            json.dump(
+                {"machine": info, "raw_io": raw, "settings": settings, "workloads": results, "async_stall": stall},
+                f,
+                indent=1,
+            )
         log(f"done in {settings['elapsed_s']:.0f} s; report written to {args.out}")
         return 0
     finally:

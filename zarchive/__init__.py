@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .api import ZArchive, audit, read, save, verify
+from .api import ZArchive, audit, read, save, save_async, verify
 from .api import open as open  # zarchive.open, kept out of __all__ (see below)
 from .errors import (
     ConfigMismatchError,
@@ -68,7 +68,9 @@ __all__ = [
     "register_class",
     "register_handler",
     "save",
+    "save_async",
     "save_checkpoint",
+    "save_checkpoint_async",
     "unregister_class",
     "unregister_handler",
     "verify",
@@ -77,7 +79,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # checkpoints need torch: imported on first use, so `import zarchive` does not import torch
-    if name in ("save_checkpoint", "load_checkpoint"):
+    if name in ("save_checkpoint", "save_checkpoint_async", "load_checkpoint"):
         from . import checkpoint
 
         return getattr(checkpoint, name)

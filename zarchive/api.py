@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from typing import Any
 
+from .async_save import path_key, submit, wait_for
 from .browse import OpenedArchive
 from .container.archive_reader import DEFAULT_MAX_DECOMPRESSED, ArchiveReader
-from .container.archive_writer import atomic_write, choose_codecs, write_archive
+from .container.archive_writer import MemberPlan, choose_codecs
 from .container.source import ByteSource, BytesSource, open_local
 from .context import SaveContext
 from .deploy import ExportErrors
@@ -25,12 +27,12 @@ from .options import CompressArg, ErrorMode, Settings, parse_compress
 from .plan import DEFAULT_MAX_NODES, ReadPolicy, TensorsAs, Unresolved
 from .progress import check_setting as check_progress
 from .progress import for_read as progress_for_read
-from .progress import for_save as progress_for_save
 from .protocol import FORMAT_NAME, FORMAT_VERSION
 from .registry import HandlerRegistry
-from .remote import is_file_object, is_url, open_source, save_to
+from .remote import is_file_object, is_url, open_source
+from .saving import PlannedSave, check_target, write_planned
 from .verify_result import VerifyResult
-from .write_check import CheckedManifest, check_read_budget, check_readable
+from .write_check import check_readable
 
 PathLike = str | os.PathLike[str]
 StorageOptions = Mapping[str, Any] | None
@@ -128,7 +130,8 @@ class ZArchive:
         """Write `obj` to exactly `file_path` (parent folders created), atomically; return the path.
 
         file_path may be an fsspec URL (written locally, then uploaded) or a writable binary file
-        object (the archive is written at its position; it is not closed).
+        object (the archive is written at its position; it is not closed). A save_async to the same
+        path that is still being written is waited for first.
 
         export: for a torch module, "onnx" and/or "torchscript": the model exported (in eval mode)
             into the members `exports/model.onnx` and `exports/model.torchscript.pt`, each run on
@@ -136,55 +139,70 @@ class ZArchive:
             recorded (`arc.exports`). An export that fails or disagrees raises SaveError naming it;
             export_errors="warn" saves without it instead, with an ExportWarning. Needs the `deploy`
             extra for ONNX."""
-        remote = is_url(file_path) or is_file_object(file_path)
-        path = "" if remote else os.fspath(file_path)
-        if not remote and not path:
-            raise ValueError("file_path is empty")
+        check_target(file_path, storage_options)
+        planned = self.plan_save(obj, export=export, example_inputs=example_inputs, export_errors=export_errors)
+        wait_for(path_key(file_path))
+        return self._write(planned, file_path, storage_options)
+
+    def save_async(self, obj: Any, file_path: PathLike | Any, *, storage_options: StorageOptions = None) -> Future[str]:
+        """Like save, but return as soon as the bytes to write are copied: a Future of the path.
+
+        The tensors and arrays of `obj` are copied into a host buffer that is reused from save to
+        save (pinned memory when CUDA is available), so the caller may change them as soon as this
+        returns; the archive is then written on a background thread, atomically as by save. Errors
+        (the ZArchiveError a save would raise, or OSError) are the future's exception. A save to a
+        path whose earlier save_async is still being written waits for it first; saves are written
+        one at a time, in order, and an interpreter exit waits for them (see zarchive.async_save)."""
+        check_target(file_path, storage_options)
+        return submit(
+            path_key(file_path),
+            lambda stage: self.plan_save(obj, stage=stage),
+            lambda planned: self._write(planned, file_path, storage_options),
+        )
+
+    def plan_save(
+        self,
+        obj: Any,
+        *,
+        stage: Callable[[list[MemberPlan]], None] | None = None,
+        export: Sequence[str] = (),
+        example_inputs: tuple[Any, ...] | None = None,
+        export_errors: ExportErrors = "raise",
+    ) -> PlannedSave:
+        """Phase one of a save, before the target is touched: walk `obj` with the handler chain, plan
+        its members (and its exports: see save), encode the manifest and check it is readable (see
+        write_check). `stage(members)` runs once the members are known, before their codecs are
+        chosen (save_async copies their bytes there)."""
         names = check_export_arguments(export, example_inputs, export_errors)
         with gc_paused():
-            manifest, members, metadata = self._plan(obj, names, example_inputs, export_errors)
-        level = self.settings.compress_level
-        bar = progress_for_save(self.progress, members, file_path)
-        on_member = bar.advance if bar is not None else None
+            ctx = SaveContext(self.registry, self.settings)
+            root = ctx.save(obj)
+            ctx.finalize()
+            manifest = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "root": root}
+            members = ctx.members
+            if names:
+                from .deploy.build import build_exports  # (imports torch: obj is a torch module already)
 
-        def check_size(read_cost: int, file_size: int) -> None:
-            check_read_budget(read_cost + manifest.inline_bytes, file_size)
+                exports, more = build_exports(obj, names, example_inputs, export_errors)
+                if exports is not None:
+                    manifest[EXPORTS_KEY] = exports
+                    members = [*members, *more]
+            if stage is not None:
+                stage(members)
+            choose_codecs(members, self.settings.compress_level)
+            checked = check_readable(manifest, members, self.registry)
+        return PlannedSave(checked, members, build_metadata(self.settings))
 
-        def write(f: Any) -> None:
-            write_archive(f, manifest.data, members, metadata, level, on_member=on_member, check_size=check_size)
-
-        try:
-            if remote:
-                return save_to(file_path, write, storage_options=storage_options, durable=self.settings.durable)
-            if storage_options:
-                raise TypeError("storage_options apply to URLs only")
-            try:
-                atomic_write(path, write, durable=self.settings.durable)
-            except PermissionError as e:
-                raise _not_writable(path, e) from None
-        finally:
-            if bar is not None:
-                bar.close()
-        return path
-
-    def _plan(
-        self, obj: Any, export: tuple[str, ...] = (), example_inputs: Any = None, export_errors: ExportErrors = "raise"
-    ) -> tuple[CheckedManifest, list[Any], dict[str, Any]]:
-        """The manifest (encoded, and checked to be readable: see write_check), members, metadata."""
-        ctx = SaveContext(self.registry, self.settings)
-        root = ctx.save(obj)
-        ctx.finalize()
-        manifest = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "root": root}
-        members = ctx.members
-        if export:
-            from .deploy.build import build_exports  # (imports torch: obj is a torch module already)
-
-            exports, more = build_exports(obj, export, example_inputs, export_errors)
-            if exports is not None:
-                manifest[EXPORTS_KEY] = exports
-                members = [*members, *more]
-        choose_codecs(members, self.settings.compress_level)
-        return check_readable(manifest, members, self.registry), members, build_metadata(self.settings)
+    def _write(self, planned: PlannedSave, file_path: PathLike | Any, storage_options: StorageOptions) -> str:
+        s = self.settings
+        return write_planned(
+            planned,
+            file_path,
+            level=s.compress_level,
+            durable=s.durable,
+            progress=self.progress,
+            storage_options=storage_options,
+        )
 
     # --- reading ---
     def open(
@@ -294,23 +312,6 @@ class ZArchive:
                 bar.close()
 
 
-def _not_writable(path: str, e: PermissionError) -> PermissionError:
-    """A save refused by the file system is reported for the target, not for the hidden temporary
-    file beside it that the save was creating."""
-    directory = os.path.dirname(os.path.abspath(path))
-    existing = directory
-    while not os.path.isdir(existing) and os.path.dirname(existing) != existing:
-        existing = os.path.dirname(existing)  # the folders to create start below this one
-    reason = e.strerror or str(e)
-    if existing != directory:
-        why = f"cannot save {path!r}: cannot create its directory in {existing!r}, which is not writable ({reason})"
-    elif not os.access(directory, os.W_OK) or os.path.basename(str(e.filename or "")).startswith("."):
-        why = f"cannot save {path!r}: the directory {directory!r} is not writable ({reason})"
-    else:
-        why = f"cannot save {path!r}: {reason}"
-    return PermissionError(e.errno, why)  # the message names the path: no `filename` to repeat it
-
-
 def _read_all(path: str) -> bytes:
     with io.open(path, "rb") as f:  # noqa: UP020 - this module's own open() shadows the builtin
         return f.read()
@@ -379,6 +380,14 @@ def save(
         example_inputs=example_inputs,
         export_errors=export_errors,
     )
+
+
+def save_async(
+    obj: Any, file_path: PathLike | Any, *, storage_options: StorageOptions = None, **settings: Any
+) -> Future[str]:
+    """`ZArchive(**settings).save_async(obj, file_path)`: returns once the data is copied."""
+    za = _archive("save_async", ("storage_options",), settings)
+    return za.save_async(obj, file_path, storage_options=storage_options)
 
 
 def read(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from concurrent.futures import Future
 from typing import Any
 
 import torch
@@ -56,16 +57,42 @@ def save_checkpoint(
     extra: anything else the archive can hold (epoch=3, step=1200, metrics=<DataFrame>, config=...).
     Nothing here draws from a random generator, so saving does not change the run.
     """
+    root = _checkpoint_root("save_checkpoint", (model, optimizer, scheduler, scaler), generators, extra)
+    return (za or ZArchive()).save(root, path)
+
+
+def save_checkpoint_async(
+    path: PathLike,
+    model: Any = None,
+    optimizer: Any = None,
+    scheduler: Any = None,
+    scaler: Any = None,
+    *,
+    generators: Mapping[str, GeneratorLike] | None = None,
+    za: ZArchive | None = None,
+    **extra: Any,
+) -> Future[str]:
+    """save_checkpoint that returns as soon as the states are copied (ZArchive.save_async): a Future
+    of the path. Training may go on (and change the weights and optimizer states) at once; the
+    checkpoint holds the states and random generator states of the moment of the call."""
+    root = _checkpoint_root("save_checkpoint_async", (model, optimizer, scheduler, scaler), generators, extra)
+    return (za or ZArchive()).save_async(root, path)
+
+
+def _checkpoint_root(
+    fn: str, parts: tuple[Any, ...], generators: Mapping[str, GeneratorLike] | None, extra: dict[str, Any]
+) -> dict[str, Any]:
+    """The dict a checkpoint archive holds (spec/checkpoints.md)."""
     for key in extra:
         if key in RESERVED or key.startswith("$"):
-            raise TypeError(f"save_checkpoint: {key!r} is a reserved name in a checkpoint; choose another")
+            raise TypeError(f"{fn}: {key!r} is a reserved name in a checkpoint; choose another")
     root: dict[str, Any] = {LAYOUT_KEY: {"layout": LAYOUT_VERSION}}
-    for key, obj in zip(PARTS, (model, optimizer, scheduler, scaler)):
+    for key, obj in zip(PARTS, parts):
         if obj is not None:
             root[key] = _state_of(obj, key, whole_models=key == "model")
     root[RNG_KEY] = capture_rng(generators)
     root.update(extra)
-    return (za or ZArchive()).save(root, path)
+    return root
 
 
 def load_checkpoint(

@@ -36,10 +36,13 @@ import sys
 import warnings
 import zipfile
 from collections.abc import Mapping
+from concurrent.futures import Future
+from concurrent.futures import wait as futures_wait
 from typing import Any
 
 from ._compat import lightning as lightning_compat
 from .api import ZArchive
+from .async_save import path_key, wait_for
 from .remote import exists, remove
 from .typeref import class_tag
 
@@ -94,6 +97,56 @@ class ZArchiveCheckpointIO(_CheckpointIO):
 
     def remove_checkpoint(self, path: Any) -> None:
         remove(_fspath(path), self.storage_options)
+
+
+class AsyncZArchiveCheckpointIO(ZArchiveCheckpointIO):
+    """ZArchiveCheckpointIO whose saves return as soon as the checkpoint is copied to host memory
+    (ZArchive.save_async: one reused staging buffer, no second copy of the weights on the GPU); the
+    archive is written in the background. A background save that failed is raised by the next
+    save_checkpoint, or when Lightning tears the plugin down (end of fit), which waits for every save.
+    Removing or loading a checkpoint whose save is in flight waits for that save first.
+
+        trainer = Trainer(plugins=[AsyncZArchiveCheckpointIO()])
+    """
+
+    def __init__(
+        self, za: ZArchive | None = None, *, storage_options: Mapping[str, Any] | None = None, **settings: Any
+    ) -> None:
+        super().__init__(za, storage_options=storage_options, **settings)
+        self._pending: list[Future[str]] = []
+
+    def __repr__(self) -> str:
+        return f"AsyncZArchiveCheckpointIO({self.za!r})"
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
+        """Capture `checkpoint` and write it to `path` in the background (atomically)."""
+        self._raise_failed(wait=False)
+        options = storage_options or self.storage_options
+        self._pending.append(self.za.save_async(to_saveable(checkpoint), _fspath(path), storage_options=options))
+
+    def load_checkpoint(
+        self, path: Any, map_location: Any | None = None, weights_only: bool | None = None
+    ) -> dict[str, Any]:
+        wait_for(path_key(_fspath(path)))
+        return super().load_checkpoint(path, map_location=map_location, weights_only=weights_only)
+
+    def remove_checkpoint(self, path: Any) -> None:
+        wait_for(path_key(_fspath(path)))  # else the save would land after the removal
+        super().remove_checkpoint(path)
+
+    def teardown(self) -> None:
+        """Wait for every save in flight; raise the first that failed."""
+        self._raise_failed(wait=True)
+
+    def _raise_failed(self, *, wait: bool) -> None:
+        if wait:
+            futures_wait(self._pending)
+        done = [f for f in self._pending if f.done()]
+        self._pending = [f for f in self._pending if not f.done()]
+        for f in done:
+            error = f.exception()
+            if error is not None:
+                raise error
 
 
 def load_from_checkpoint(

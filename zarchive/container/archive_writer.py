@@ -48,6 +48,10 @@ class MemberPlan:
     nodes: list[dict[str, Any]] = field(default_factory=list)
     name: str = ""
     codec: str = "none"
+    # The same parts with values that live on an accelerator left there (as flat uint8 torch tensors),
+    # so that a capture (save_async, zarchive/staging.py) copies them straight into pinned host
+    # memory; None: parts() has every value on the host already.
+    sources: Callable[[], Iterable[tuple[str | None, Any]]] | None = None
 
 
 def choose_codecs(members: list[MemberPlan], level: int | None) -> None:

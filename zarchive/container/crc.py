@@ -52,9 +52,9 @@ def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
     return _multmodp(_x2nmodp(len2, 3), crc1) ^ crc2
 
 
-try:  # the optional `fast` extra: ISA-L's CRC-32 is 3-4x faster than zlib 1.2's, with equal results
+try:  # isal (a dependency where it has wheels): ISA-L's CRC-32 is ~3x zlib's, with equal results
     from isal.isal_zlib import crc32 as _crc32_impl
-except ImportError:  # pragma: no cover - depends on what is installed
+except ImportError:  # pragma: no cover - Windows on ARM (no isal wheel), or isal removed: zlib's
     _crc32_impl = zlib.crc32
 
 CRC32_BACKEND = "isal" if _crc32_impl is not zlib.crc32 else "zlib"

@@ -83,20 +83,30 @@ def _as_bytes(t: torch.Tensor) -> memoryview:
         view = memoryview(t.reshape(-1).numpy())  # type: ignore[arg-type]  # numpy's stubs: no __buffer__ before 3.12
         if view.c_contiguous:
             return view.cast("B")
-    if t.device.type != "cpu":
-        t = t.cpu()
+    if t.numel() == 0:
+        return memoryview(b"")
+    return memoryview(_flat_bytes(t.cpu()).numpy())  # type: ignore[arg-type]  # (as above)
+
+
+def _flat_bytes(t: torch.Tensor) -> torch.Tensor:
+    """The bytes of a non-empty tensor as a flat contiguous uint8 tensor on its own device."""
     if not t.is_contiguous():
         # copy as same-sized integers: bit-exact, and works for dtypes torch cannot copy (int1..7, bits8)
         carrier = _SAME_SIZE_INT.get(t.element_size())
         t = (t.view(carrier) if carrier is not None and t.dtype != carrier else t).contiguous()
-    if t.numel() == 0:
-        return memoryview(b"")
     flat = t.reshape(-1)
     if flat.stride(0) != 1:  # one element can carry any stride and still count as contiguous
         flat = flat.as_strided((flat.numel(),), (1,))
-    if flat.dtype != torch.uint8:
-        flat = flat.view(torch.uint8)
-    return memoryview(flat.numpy())  # type: ignore[arg-type]  # (as above)
+    return flat if flat.dtype == torch.uint8 else flat.view(torch.uint8)
+
+
+def _source_bytes(t: torch.Tensor) -> memoryview | torch.Tensor:
+    """A host tensor's bytes as `_as_bytes` gives them; an accelerator's as a flat uint8 tensor left
+    on its device (a capture copies it into pinned memory, see MemberPlan.sources)."""
+    t = t.detach()
+    if t.device.type == "cpu" or t.numel() == 0:
+        return _as_bytes(t)
+    return _flat_bytes(t)
 
 
 def _utf8_key(key: str) -> str:
@@ -220,6 +230,13 @@ class _TensorTable:
         total = sum(e.nbytes for e in entries)
         hint: CompressHint = "never" if floating * 2 >= total and total else "try"
         plan = self.ctx.add_member("safetensors", parts, compress=hint, hint=name_hint)
+        if any(e.source.device.type not in ("cpu", "meta") for e in entries):
+
+            def sources() -> list[tuple[str | None, Any]]:
+                out: list[tuple[str | None, Any]] = [(HEADER_LABEL, memoryview(head))]
+                return out + [(slot.key, _source_bytes(by_key[slot.key].source)) for slot in slots]
+
+            plan.sources = sources
         for e in entries:
             for node in e.nodes:
                 node["$ref"] = plan.base_name
