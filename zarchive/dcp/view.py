@@ -6,7 +6,8 @@ the shard; a non-tensor value is read from its shard through the normal handler 
 opened when first used. `verify()` checks the index, every shard's checksums and that every chunk
 and value the index names is in its shard with the dtype and size the index says.
 
-Nodes: a dict of keys is `{"$type": "dcp.dict", "items": {...}}`; a tensor is
+Nodes: a dict of keys is `{"$type": "dcp.dict", "items": {...}}` (`"dcp.list"` where the keys are
+list indices); a tensor is
 `{"$type": "torch.Tensor", "dtype", "shape", "chunks": [{"$ref": shard, "key", "offsets", "sizes"}]}`;
 a non-tensor value is `{"$type": "dcp.value", "$ref": shard, "key"}`, whose children are those of
 its node in the shard.
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
     from ..lazy import LazyArchive
 
-DICT, VALUE, TENSOR = "dcp.dict", "dcp.value", "torch.Tensor"
+DICT, LIST, VALUE, TENSOR = "dcp.dict", "dcp.list", "dcp.value", "torch.Tensor"
 
 
 class ArchiveOpener(Protocol):
@@ -90,8 +91,10 @@ class ShardedCheckpoint(TreeBrowser):
         root: dict[str, Any] = {"$type": DICT, "items": {}}
         for e in self.index.entries.values():
             node = root
-            for part in e.path[:-1]:
-                node = node["items"].setdefault(str(part), {"$type": DICT, "items": {}})
+            for part, below in zip(e.path[:-1], e.path[1:], strict=True):  # a list where the keys below are indices
+                node = node["items"].setdefault(str(part), {"$type": LIST if isinstance(below, int) else DICT, "items": {}})
+                if isinstance(below, int) != (node["$type"] == LIST):
+                    node["$type"] = DICT  # indices and names mixed: a dict
             if isinstance(e, TensorEntry):
                 chunks = [{"$ref": c.shard, "key": c.key, "offsets": list(c.offsets), "sizes": list(c.sizes)}
                           for c in e.chunks]  # fmt: skip
@@ -149,7 +152,7 @@ class ShardedCheckpoint(TreeBrowser):
             return self._adopt(owned[0], owned[0].children(node))
         if not isinstance(node, dict):
             return None
-        if node.get("$type") == DICT:
+        if node.get("$type") in (DICT, LIST):
             return dict(node["items"])
         if node.get("$type") == VALUE:
             arc = self.shard(node["$ref"])
@@ -167,14 +170,15 @@ class ShardedCheckpoint(TreeBrowser):
         if owned is not None:
             return owned[0].describe(node)
         tag = node.get("$type") if isinstance(node, dict) else None
-        if tag == DICT:
-            return f"dict[{len(node['items'])}]"
+        if tag in (DICT, LIST):
+            return f"{'list' if tag == LIST else 'dict'}[{len(node['items'])}]"
         if tag == TENSOR:
             n = len(node["chunks"])
             return f"tensor {node['dtype']} {node['shape']} in {n} chunk{'s' if n != 1 else ''}"
         if tag == VALUE:
             arc = self.shard(node["$ref"])
-            return f"{arc.describe(arc.node(join_path(['objects', node['key']])))} -> {node['$ref']}"
+            inner = arc.node(join_path(["objects", node["key"]]))
+            return f"{_describe_value(arc, inner)} -> {node['$ref']}"
         raise FormatError(f"not a node of this checkpoint: {str(node)[:80]}")
 
     def summary(self, path: str = "") -> str:
@@ -239,7 +243,7 @@ class ShardedCheckpoint(TreeBrowser):
             if node["$type"] == VALUE:  # inside a non-tensor value: the shard reads the rest
                 inner = join_path(["objects", node["key"], *parts[i:]])
                 return self.shard(node["$ref"]).get(inner, map_location=map_location, dtype=dtype)
-            found = node["items"].get(part, MISSING) if node["$type"] == DICT else MISSING
+            found = node["items"].get(part, MISSING) if node["$type"] in (DICT, LIST) else MISSING
             if found is MISSING:
                 raise MemberNotFoundError(f"no value {part!r} here", path=join_path(parts[:i]))
             node = found
@@ -252,6 +256,11 @@ class ShardedCheckpoint(TreeBrowser):
         tag = node["$type"]
         if tag == DICT:
             return {k: self._load(v, map_location, dtype) for k, v in node["items"].items()}
+        if tag == LIST:
+            items = node["items"]
+            if sorted(items, key=int) != [str(i) for i in range(len(items))]:
+                return {int(k): self._load(v, map_location, dtype) for k, v in items.items()}  # indices with gaps
+            return [self._load(items[str(i)], map_location, dtype) for i in range(len(items))]
         if tag == VALUE:
             return self.shard(node["$ref"]).get(join_path(["objects", node["key"]]), map_location=map_location)
         entry = cast(TensorEntry, self.index.entries[node["fqn"]])
@@ -341,3 +350,12 @@ class ShardedCheckpoint(TreeBrowser):
 
     def __repr__(self) -> str:
         return f"<zarchive sharded checkpoint {self.directory!r}: {len(self.index.entries)} keys in {len(self.index.shards)} shards>"
+
+
+def _describe_value(arc: LazyArchive, node: Any) -> str:
+    if isinstance(node, dict) and "$type" in node:
+        return arc.describe(node)
+    if isinstance(node, (dict, list)):
+        return f"{type(node).__name__}[{len(node)}]"
+    text = repr(node)
+    return f"{type(node).__name__} {text if len(text) <= 80 else text[:77] + '...'}"

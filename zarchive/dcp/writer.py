@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import uuid
 from typing import Any
 
@@ -30,6 +31,7 @@ from ..errors import SaveError
 from .assemble import dtype_name
 from .index import INDEX_NAME, SHARD_NAME, Chunk, Index, ObjectEntry, TensorEntry, parse, shard_name
 
+TMP_SHARD = re.compile(r"\.shard-([0-9a-f]{8,64})-[0-9]{5,9}\.zarc\..+\.zarc-tmp")  # see atomic_write
 MEMORY_FORMATS = {
     torch.contiguous_format: "contiguous_format",
     torch.channels_last: "channels_last",
@@ -164,9 +166,11 @@ def build_index(metadata: Metadata, results: list[list[WriteResult]]) -> Index:
 
 
 def remove_unlisted_shards(directory: str, index: Index) -> None:
-    """Shards of older or failed saves (named like shards, not in the committed index)."""
+    """Shards of older or failed saves (named like shards, not in the committed index), and the
+    temporary files of shards of other saves that a killed process left behind."""
     for name in os.listdir(directory):
-        if SHARD_NAME.fullmatch(name) and name not in index.shards:
+        tmp = TMP_SHARD.fullmatch(name)
+        if (SHARD_NAME.fullmatch(name) and name not in index.shards) or (tmp and tmp.group(1) != index.save_id):
             try:
                 os.unlink(os.path.join(directory, name))
             except FileNotFoundError:
