@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from ..convert import ZARC_EXTS
-from .common import EXIT_OK, CliError, check_file
+from .common import EXIT_OK, CliError, check_file, import_modules
 
 
 def cmd_convert_sharded(args: Any, compress: Any) -> int:
@@ -15,6 +15,7 @@ def cmd_convert_sharded(args: Any, compress: Any) -> int:
         raise CliError(f"a sharded checkpoint converts to a .zarc file, not {args.dst}")
     if os.path.lexists(args.dst) and not args.force:
         raise CliError(f"{args.dst} already exists; pass --force to overwrite it")
+    import_modules(args.imports)
     from ..dcp.consolidate import consolidate
 
     try:

@@ -43,13 +43,15 @@ MEMORY_FORMATS = {
 class ZArchiveWriter(StorageWriter):
     """Writes a sharded checkpoint into the directory `path` (created if needed).
 
-    settings: those of zarchive.ZArchive (compress, durable, ...), used for every shard and the index.
+    settings: those of zarchive.ZArchive (durable, ...), used for every shard and the index; compress
+    defaults to False here: a compressed member is read whole, an uncompressed one chunk by chunk
+    (what a rank loading part of a tensor needs), and DCP's own writer does not compress either.
     Use it as `dcp.save(state_dict, storage_writer=ZArchiveWriter(path))` or with dcp.async_save."""
 
     def __init__(self, path: str | os.PathLike[str], **settings: Any) -> None:
         super().__init__()
         self.path = os.fspath(path)
-        self._archive = ZArchive(**settings)
+        self._archive = ZArchive(**{"compress": False, **settings})
         self.is_coordinator = False
         self.rank = 0
 
