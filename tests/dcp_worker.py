@@ -104,7 +104,9 @@ def same(a: Any, b: Any, where: str, problems: list[str]) -> None:
         a, b = (x.to_local() if isinstance(x, DTensor) else x for x in (a, b))
     if isinstance(a, torch.Tensor):
         ok = isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape
-        ok = ok and torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
+        ok = ok and torch.equal(
+            a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8)
+        )
         if not ok:
             problems.append(f"{where}: tensors differ")
     elif isinstance(a, dict):

@@ -19,12 +19,12 @@ import pytest
 torch = pytest.importorskip("torch")
 dcp = pytest.importorskip("torch.distributed.checkpoint")
 
-from torch.distributed.checkpoint.api import CheckpointException  # noqa: E402
-from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner  # noqa: E402
+from torch.distributed.checkpoint.api import CheckpointException
+from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 
-import zarchive  # noqa: E402
-from zarchive.dcp import ZArchiveReader, ZArchiveWriter  # noqa: E402
-from zarchive.errors import (  # noqa: E402
+import zarchive
+from zarchive.dcp import ZArchiveReader, ZArchiveWriter
+from zarchive.errors import (
     FormatError,
     IntegrityError,
     MemberNotFoundError,
@@ -44,7 +44,10 @@ class TrainConfig:
 
 def state() -> dict[str, Any]:
     return {
-        "model": {"w": torch.randn(4, 3, generator=torch.Generator().manual_seed(0)), "b": torch.tensor([1.5, float("nan")])},
+        "model": {
+            "w": torch.randn(4, 3, generator=torch.Generator().manual_seed(0)),
+            "b": torch.tensor([1.5, float("nan")]),
+        },
         "step": 5,
         "config": TrainConfig(),
         "rng": torch.get_rng_state(),
@@ -152,7 +155,9 @@ def test_a_new_save_replaces_the_old_and_removes_its_shards(tmp_path: Path) -> N
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "zarchive", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "zarchive", *args], capture_output=True, text=True, timeout=120, check=False
+    )
 
 
 def test_command_line(tmp_path: Path) -> None:
@@ -160,7 +165,9 @@ def test_command_line(tmp_path: Path) -> None:
     ls = cli("ls", path)
     assert ls.returncode == 0 and "index.zarc" in ls.stdout and "/model/w" in ls.stdout
     show = cli("show", path)
-    assert show.returncode == 0 and "w  tensor float32 [4, 3] in 1 chunk" in show.stdout and "step  int 5" in show.stdout
+    assert (
+        show.returncode == 0 and "w  tensor float32 [4, 3] in 1 chunk" in show.stdout and "step  int 5" in show.stdout
+    )
     assert cli("verify", path).returncode == 0
     out = tmp_path / "one.zarc"
     conv = cli("convert", path, str(out))

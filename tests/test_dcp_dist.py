@@ -19,7 +19,7 @@ dist = pytest.importorskip("torch.distributed")
 if not dist.is_available() or not dist.is_gloo_available():
     pytest.skip("torch.distributed with gloo is needed", allow_module_level=True)
 
-import zarchive  # noqa: E402
+import zarchive
 
 WORKER = Path(__file__).with_name("dcp_worker.py")
 ROOT = WORKER.parent.parent
@@ -30,7 +30,7 @@ def torchrun(nproc: int, *args: str, check: bool = True) -> subprocess.Completed
            "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}  # fmt: skip
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
            str(WORKER), *args]  # fmt: skip
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
     if check and done.returncode != 0:
         pytest.fail(f"torchrun {args} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}")
     return done

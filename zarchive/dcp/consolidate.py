@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 from ..api import ZArchive
+from ..errors import FormatError
 from .view import ShardedCheckpoint
 
 
@@ -16,7 +17,7 @@ def consolidate(directory: str, dst: str, *, compress: Any = True) -> int:
         raise ValueError(f"{dst} is inside the checkpoint directory {directory}")
     with ZArchive().open(directory) as arc:
         if not isinstance(arc, ShardedCheckpoint):
-            raise ValueError(f"{directory} is not a sharded checkpoint directory")
+            raise FormatError(f"{directory} is not a sharded checkpoint directory")
         state = arc.load()
         count = len(arc.index.entries)
     ZArchive(compress=compress).save(state, dst)

@@ -28,7 +28,7 @@ from torch.distributed.checkpoint.metadata import (
     TensorProperties,
     TensorStorageMetadata,
 )
-from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPlanner, ReadItem
+from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner, ReadItem
 from torch.distributed.checkpoint.storage import StorageReader
 
 from ..api import ZArchive
@@ -57,7 +57,7 @@ class ZArchiveReader(StorageReader):
         self.path = os.fspath(path)
         self._archive = ZArchive(**settings)
         self._view: ShardedCheckpoint | None = None
-        self._where: dict[MetadataIndex, TensorEntry | ObjectEntry | tuple[TensorEntry, Chunk]] = {}
+        self._where: dict[MetadataIndex, ObjectEntry | tuple[TensorEntry, Chunk]] = {}
 
     def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
         if checkpoint_id is not None:

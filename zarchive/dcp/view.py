@@ -92,7 +92,9 @@ class ShardedCheckpoint(TreeBrowser):
         for e in self.index.entries.values():
             node = root
             for part, below in zip(e.path[:-1], e.path[1:], strict=True):  # a list where the keys below are indices
-                node = node["items"].setdefault(str(part), {"$type": LIST if isinstance(below, int) else DICT, "items": {}})
+                node = node["items"].setdefault(
+                    str(part), {"$type": LIST if isinstance(below, int) else DICT, "items": {}}
+                )
                 if isinstance(below, int) != (node["$type"] == LIST):
                     node["$type"] = DICT  # indices and names mixed: a dict
             if isinstance(e, TensorEntry):
@@ -314,15 +316,17 @@ class ShardedCheckpoint(TreeBrowser):
             result = arc.verify()
             members += result.members
             problems.extend((f"{name}:{m}", p) for m, p in result)
-        for e in self.index.entries.values():
-            try:
-                if isinstance(e, TensorEntry):
-                    for c in e.chunks:
-                        self._check_chunk(e, c)
-                else:
-                    self.shard(e.shard).node(join_path(["objects", e.key]))
-            except ZArchiveError as err:
-                problems.append((e.shard if isinstance(e, ObjectEntry) else INDEX_NAME, str(err)))
+        for entry in self.index.entries.values():
+            for shard in sorted({c.shard for c in entry.chunks}) if isinstance(entry, TensorEntry) else [entry.shard]:
+                try:
+                    if isinstance(entry, TensorEntry):
+                        for c in entry.chunks:
+                            if c.shard == shard:
+                                self._check_chunk(entry, c)
+                    else:
+                        self.shard(shard).node(join_path(["objects", entry.key]))
+                except ZArchiveError as err:
+                    problems.append((shard, str(err)))
         return VerifyResult(problems, members=members)
 
     # --- life cycle ---
