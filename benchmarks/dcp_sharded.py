@@ -58,7 +58,9 @@ def worker(workdir: str, reps: int, layers: int) -> None:
             else:
                 local.zero_()
             full = torch.empty(shape, device="meta")
-            sd[key] = DTensor.from_local(local, mesh, [Shard(0)], run_check=False, shape=full.shape, stride=full.stride())
+            sd[key] = DTensor.from_local(
+                local, mesh, [Shard(0)], run_check=False, shape=full.shape, stride=full.stride()
+            )
         return sd
 
     state = sharded(fill=True)
@@ -120,8 +122,10 @@ def run(ranks: list[int], reps: int, layers: int, workdir: str) -> list[dict[str
 
 def render(results: list[dict[str, Any]], reps: int, layers: int) -> str:
     lines = [
-        f"Sharded checkpoints (dcp.save / dcp.load), GPT-2-small shape with {layers} blocks, float32, "
-        f"every tensor sharded on dim 0; medians of {reps} runs; load average {os.getloadavg()[0]:.1f} at the end",
+        (
+            f"Sharded checkpoints (dcp.save / dcp.load), GPT-2-small shape with {layers} blocks, float32, "
+            f"every tensor sharded on dim 0; medians of {reps} runs; load average {os.getloadavg()[0]:.1f} at the end"
+        ),
         "",
         "| ranks | state dict | tool | save s | load s | save GB/s | load GB/s | files |",
         "|---|---|---|---|---|---|---|---|",
