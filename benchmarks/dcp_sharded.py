@@ -39,6 +39,7 @@ def worker(workdir: str, reps: int, layers: int) -> None:
     from torch.distributed.tensor import DTensor, Shard
     from workloads import GPTShape, gpt2_shapes
 
+    from zarchive.container import old_file
     from zarchive.dcp import ZArchiveReader, ZArchiveWriter
 
     warnings.filterwarnings("ignore")
@@ -70,6 +71,7 @@ def worker(workdir: str, reps: int, layers: int) -> None:
     target = sharded(fill=False)
 
     def timed(fn: Any) -> float:
+        old_file.wait_released()  # untimed: files a save replaced are freed in the background
         dist.barrier()
         t0 = time.perf_counter()
         fn()

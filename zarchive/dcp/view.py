@@ -60,6 +60,8 @@ class ShardedCheckpoint(TreeBrowser):
     format = "zarchive-dcp"
 
     def __init__(self, directory: str, opener: ArchiveOpener, policy: ReadPolicy) -> None:
+        if policy.tensors != "torch":
+            raise ValueError("a sharded checkpoint's tensors are read as torch tensors: open it with tensors='torch'")
         self.directory = directory
         self._opener = opener
         self._policy = policy

@@ -27,6 +27,7 @@ from torch.distributed.checkpoint.planner import SavePlan, SavePlanner, WriteIte
 from torch.distributed.checkpoint.storage import StorageWriter, WriteResult
 
 from ..api import ZArchive
+from ..container import old_file
 from ..errors import SaveError
 from .assemble import dtype_name
 from .index import INDEX_NAME, SHARD_NAME, Chunk, Index, ObjectEntry, TensorEntry, parse, shard_name
@@ -173,7 +174,10 @@ def remove_unlisted_shards(directory: str, index: Index) -> None:
     for name in os.listdir(directory):
         tmp = TMP_SHARD.fullmatch(name)
         if (SHARD_NAME.fullmatch(name) and name not in index.shards) or (tmp and tmp.group(1) != index.save_id):
+            path = os.path.join(directory, name)
+            held = old_file.hold(path)  # a big shard's blocks are freed on a background thread
             try:
-                os.unlink(os.path.join(directory, name))
+                os.unlink(path)
             except FileNotFoundError:
                 pass
+            old_file.release_later(held)
