@@ -28,6 +28,7 @@ from zarchive.errors import (
     FormatError,
     IntegrityError,
     MemberNotFoundError,
+    UntrustedTypeError,
     VersionError,
     ZArchiveError,
 )
@@ -143,6 +144,19 @@ def test_view_of_the_directory(tmp_path: Path) -> None:
         assert "tensor float32 [4, 3] in 1 chunk" in arc.summary("model/w")
         assert arc.verify() and arc.verify().members > 2
     assert zarchive.read(path)["config"] == TrainConfig()
+
+
+def test_trusted_applies_to_values_and_the_index_is_plain_json(tmp_path: Path) -> None:
+    path = save(tmp_path / "ck")
+    with zarchive.open(path, trusted=[]) as arc:
+        assert arc["step"] == 5
+        with pytest.raises(UntrustedTypeError):
+            arc["config"]
+    with zarchive.open(path, trusted=[TrainConfig]) as arc:
+        assert arc["config"] == TrainConfig()
+    rewrite_index(path, lambda doc: doc.__setitem__("note", TrainConfig()))  # a class in the index
+    with pytest.raises(UntrustedTypeError):
+        zarchive.open(path)
 
 
 def test_a_new_save_replaces_the_old_and_removes_its_shards(tmp_path: Path) -> None:

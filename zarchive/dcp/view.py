@@ -37,7 +37,7 @@ DICT, LIST, VALUE, TENSOR = "dcp.dict", "dcp.list", "dcp.value", "torch.Tensor"
 
 
 class ArchiveOpener(Protocol):
-    def open(self, file_path: Any) -> Any: ...
+    def open(self, file_path: Any, *, trusted: Any = None, unresolved: Any = "raise") -> Any: ...
 
 
 def is_sharded(directory: str) -> bool:
@@ -68,9 +68,9 @@ class ShardedCheckpoint(TreeBrowser):
         self._shards: dict[str, LazyArchive] = {}
         self._owner: dict[int, tuple[LazyArchive, Any]] = {}  # id(node from a shard) -> (its shard, node)
         self._closed = False
-        self._index_arc: LazyArchive = opener.open(os.path.join(directory, INDEX_NAME))
+        self._index_arc: LazyArchive = opener.open(os.path.join(directory, INDEX_NAME), trusted=[])
         try:
-            self._doc = self._index_arc.load()
+            self._doc = self._index_arc.load()  # plain JSON: a class named in it is refused (trusted=[])
             self.index: Index = parse(self._doc)
             for name, info in self.index.shards.items():  # every shard there, as big as the save wrote it
                 path = os.path.join(directory, name)
@@ -211,7 +211,7 @@ class ShardedCheckpoint(TreeBrowser):
         if arc is None:
             if name not in self.index.shards:
                 raise MemberNotFoundError("the index lists no such shard", member=str(name)[:200])
-            arc = self._opener.open(os.path.join(self.directory, name))
+            arc = self._opener.open(os.path.join(self.directory, name), **self._read_settings())
             try:
                 head = arc.node("")
                 ok = isinstance(head, dict) and arc.get("save_id") == self.index.save_id
@@ -225,6 +225,12 @@ class ShardedCheckpoint(TreeBrowser):
                 )  # fmt: skip
             self._shards[name] = arc
         return arc
+
+    def _read_settings(self) -> dict[str, Any]:
+        """The open's trusted= and unresolved=, for the values read from shards."""
+        p = self._policy
+        trusted = None if p.trusted is None else [*p.given.values(), *(t for t in p.trusted if t not in p.given)]
+        return {"trusted": trusted, "unresolved": p.unresolved}
 
     def _entries_under(self, path: str) -> list[tuple[list[str], TensorEntry | ObjectEntry]]:
         parts = split_path(path)
