@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from ..errors import UnsupportedDtypeError
+from ..errors import FormatError, UnsupportedDtypeError
 from ..handlers.torch_types import DTYPES
 from .index import Chunk, TensorEntry
 
@@ -46,3 +46,18 @@ def assemble(
     if map_location not in (None, "saved"):
         out = out.to(map_location)
     return out
+
+
+def checked(entry: TensorEntry, chunk: Chunk, value: Any) -> torch.Tensor:
+    """The value a shard stores for a chunk, if it is a tensor of the dtype and size the index says."""
+    if (
+        not isinstance(value, torch.Tensor)
+        or dtype_name(value.dtype) != entry.dtype
+        or tuple(value.shape) != chunk.sizes
+    ):
+        raise FormatError(
+            f"the chunk of {entry.fqn!r} at {list(chunk.offsets)} in shard {chunk.shard!r} is not a "
+            f"{entry.dtype} tensor of shape {list(chunk.sizes)} as the index says",
+            member=chunk.shard,
+        )
+    return value

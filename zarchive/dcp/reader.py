@@ -34,7 +34,7 @@ from torch.distributed.checkpoint.storage import StorageReader
 from ..api import ZArchive
 from ..errors import FormatError, ZArchiveError
 from ..objpath import join_path
-from .assemble import region, torch_dtype
+from .assemble import checked, region, torch_dtype
 from .index import Chunk, ObjectEntry, TensorEntry
 from .view import ShardedCheckpoint
 
@@ -115,7 +115,7 @@ class ZArchiveReader(StorageReader):
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> torch.futures.Future[None]:
         view = self.open()
-        chunks: dict[tuple[str, str], torch.Tensor] = {}  # each chunk read (and checked) once per call
+        tensors: list[tuple[ReadItem, TensorEntry, Chunk]] = []
         for item in plan.items:
             where = self._where.get(item.storage_index)
             if where is None:
@@ -124,11 +124,11 @@ class ZArchiveReader(StorageReader):
             if isinstance(where, ObjectEntry):
                 value = view.shard(where.shard).get(join_path(["objects", where.key]))
                 deliver_object(planner, item, value)
-                continue
-            entry, chunk = where
-            src = chunks.get((chunk.shard, chunk.key))
-            if src is None:
-                src = chunks[chunk.shard, chunk.key] = view.read_chunk(entry, chunk)
+            else:
+                tensors.append((item, *where))
+        chunks = view.read_chunks([(entry, chunk) for _, entry, chunk in tensors])  # each read and checked once
+        for item, entry, chunk in tensors:
+            src = checked(entry, chunk, chunks[chunk.shard, chunk.key])
             part = src[region(tuple(item.storage_offsets), tuple(item.lengths))]
             target = planner.resolve_tensor(item).detach()
             if target.size() != part.size():

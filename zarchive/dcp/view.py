@@ -282,6 +282,29 @@ class ShardedCheckpoint(TreeBrowser):
         """One chunk's tensor, read from its shard (only its bytes), checked against the index."""
         return self.shard(chunk.shard).get(self._check_chunk(entry, chunk))
 
+    def read_chunks(self, wanted: list[tuple[TensorEntry, Chunk]]) -> dict[tuple[str, str], Any]:
+        """The values stored for these chunks, by (shard, key), unchecked (see assemble.checked). A
+        shard at least half of whose chunks are wanted is read with one plan (a rank loading what it
+        saved reads all of its shard), otherwise chunk by chunk."""
+        out: dict[tuple[str, str], Any] = {}
+        by_shard: dict[str, set[str]] = {}
+        for _, c in wanted:
+            by_shard.setdefault(c.shard, set()).add(c.key)
+        for shard, keys in by_shard.items():
+            arc = self.shard(shard)
+            stored = set(arc.keys("tensors"))
+            missing = sorted(keys - stored)
+            if missing:
+                raise FormatError(
+                    f"the index puts a chunk in shard {shard!r} under {missing[0]!r}, which it lacks", member=shard
+                )
+            if 2 * len(keys) >= len(stored):
+                whole = arc.get("tensors")
+                out.update(((shard, k), whole[k]) for k in keys)
+            else:
+                out.update(((shard, k), arc.get(join_path(["tensors", k]))) for k in keys)
+        return out
+
     def _check_chunk(self, entry: TensorEntry, chunk: Chunk) -> str:
         """The chunk's object path in its shard, where a tensor of the dtype and size the index says is."""
         arc = self.shard(chunk.shard)
