@@ -21,6 +21,8 @@ if not dist.is_available() or not dist.is_gloo_available():
 
 import zarchive
 
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # DCP warns when no process group is set up
+
 WORKER = Path(__file__).with_name("dcp_worker.py")
 ROOT = WORKER.parent.parent
 
