@@ -189,10 +189,12 @@ def do_kill(out: str, victim: int) -> None:
     sd = state(model, optim, step=2)
     sd[f"only-on-rank{dist.get_rank()}"] = torch.randn(1 << 20)  # 4 MiB more for every shard to write
     if dist.get_rank() == victim:
-        pattern = os.path.join(target, f".shard-*-{victim:05d}.zarc.*.zarc-tmp")
+        writing = os.path.join(target, f".shard-*-{victim:05d}.zarc.*.zarc-tmp")
+        written = os.path.join(target, f"shard-*-{victim:05d}.zarc")
+        before = set(glob.glob(written))
 
-        def kill_when_writing() -> None:
-            while not glob.glob(pattern):
+        def kill_when_writing() -> None:  # while its shard is written (or, at the latest, right after)
+            while not glob.glob(writing) and set(glob.glob(written)) == before:
                 time.sleep(0.001)
             os.kill(os.getpid(), signal.SIGKILL)
 
