@@ -168,6 +168,23 @@ def test_a_new_save_replaces_the_old_and_removes_its_shards(tmp_path: Path) -> N
     assert load(path, {"step": 0})["step"] == 6
 
 
+def test_filesystem_writer_reuses_its_names_and_ours_does_not(tmp_path: Path) -> None:
+    """Why a killed save cannot hurt ours: DCP's FileSystemWriter writes every save's data to the same
+    file names (over the previous save's, whose .metadata stays until the new one is written); every
+    save of ours writes new shards and only then replaces the index."""
+    names = []
+    for step in (1, 2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            dcp.save({"w": torch.full((4,), float(step))}, storage_writer=dcp.FileSystemWriter(tmp_path / "fs"),
+                     no_dist=True)  # fmt: skip
+        names.append(sorted(p.name for p in (tmp_path / "fs").glob("*.distcp")))
+        save(tmp_path / "ours", {"w": torch.full((4,), float(step))})
+        names.append(sorted(p.name for p in (tmp_path / "ours").glob("shard-*")))
+    assert names[0] == names[2]  # FileSystemWriter: the same data file, rewritten
+    assert not set(names[1]) & set(names[3])  # ours: new shards, the old ones removed after the commit
+
+
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "zarchive", *args], capture_output=True, text=True, timeout=120, check=False
