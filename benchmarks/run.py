@@ -293,7 +293,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", action="store_true", help="keep the scratch folder benchmarks/_work")
     p.add_argument("--verbose", action="store_true", help="log every measurement to stderr")
     p.add_argument("--from-json", metavar="PATH", help="only re-render the report from a saved results .json")
+    p.add_argument("--dcp", metavar="RANKS", help="instead: sharded checkpoints at these world sizes (dcp_sharded.py)")
     args = p.parse_args(argv)
+    if args.dcp:
+        from dcp_sharded import main as dcp_main
+
+        return dcp_main(["--ranks", args.dcp, *(["--reps", str(args.reps)] if args.reps else [])])
     if args.from_json:
         with open(args.from_json) as f:
             saved = json.load(f)

@@ -236,6 +236,10 @@ class ZArchive:
             if storage_options:
                 raise TypeError("storage_options apply to URLs only")
             path = os.fspath(file_path)
+            if os.path.isdir(path):  # a sharded checkpoint (zarchive.dcp): a directory with an index
+                from .dcp.view import open_sharded
+
+                return open_sharded(path, self, policy)
             try:
                 source = open_local(path, mmap=self.mmap) if lazy else BytesSource(_read_all(path))
             except FileNotFoundError:

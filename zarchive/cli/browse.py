@@ -26,7 +26,8 @@ from .common import (
 
 MAX_TREE_DEPTH = 200  # deeper levels are elided: the tree is drawn recursively
 _SPECIAL = {"manifest.json": "(object tree)", "metadata.json": "(metadata)",
-            "__zanj__.json": "(object tree)", "__zanj_meta__.json": "(metadata)"}  # fmt: skip
+            "__zanj__.json": "(object tree)", "__zanj_meta__.json": "(metadata)",
+            "index.zarc": "(index of a sharded checkpoint)"}  # fmt: skip
 
 
 def _root(arc: Any) -> Any:
@@ -43,7 +44,7 @@ def _node(arc: Any, objpath: str) -> Any:
 def _member_table(arc: Any) -> dict[str, dict[str, Any]]:
     """Every member of the zip with codec and sizes (metadata.json too, which lists the others)."""
     table = dict(arc.members)
-    if not is_zanj(arc):
+    if arc.format == "zarchive":  # (a ZANJ file or a sharded checkpoint's files: no metadata.json)
         size = arc.member_size("metadata.json")
         table["metadata.json"] = {"codec": "none", "size": size, "stored_size": size}
     return table

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+from ..dcp.view import is_sharded
 from ..errors import UnknownTypeError
 from ..objpath import join_path
 
@@ -35,7 +36,7 @@ def check_file(path: str, *, remote_ok: bool = True) -> None:
         return
     if not os.path.exists(path):
         raise CliError(f"{path}: no such file")
-    if os.path.isdir(path):
+    if os.path.isdir(path) and not is_sharded(path):  # a sharded checkpoint directory is read as one
         raise CliError(f"{path}: is a directory, not an archive")
     if not os.access(path, os.R_OK):
         raise CliError(f"{path}: permission denied")

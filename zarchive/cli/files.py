@@ -175,6 +175,10 @@ def parse_compress_option(text: str | None) -> Any:
 def cmd_convert(args: Any) -> int:
     from ..convert import conversion_kind, convert
 
+    if os.path.isdir(args.src):  # a sharded checkpoint directory (zarchive.dcp)
+        from .sharded import cmd_convert_sharded
+
+        return cmd_convert_sharded(args, parse_compress_option(args.compress))
     try:
         kind = conversion_kind(args.src, args.dst)
     except ValueError as e:
