@@ -367,3 +367,22 @@ def test_newer_layout_and_budget(tmp_path: Path) -> None:
     rewrite_index(path, lambda doc: doc.__setitem__("layout_version", 2))
     with pytest.raises(VersionError):
         zarchive.open(path)
+
+
+def test_weights_hash_of_a_sharded_checkpoint_is_that_of_one_archive(tmp_path: Path) -> None:
+    """The weights hash (spec/weights-hash.md) does not depend on the layout: a DCP checkpoint's
+    tensors, assembled from their chunks, hash as the same state dict saved in one archive."""
+    path = save(tmp_path / "ck")
+    zarchive.save(state()["model"], tmp_path / "one.zarc")
+    with zarchive.open(path) as arc, zarchive.open(tmp_path / "one.zarc") as one:
+        assert arc.weights_hash("model") == one.weights_hash()
+        assert arc.weights_hash() != one.weights_hash()  # (the rng state is a tensor too)
+    got = subprocess.run(
+        [sys.executable, "-m", "zarchive", "hash", str(path), "model"], capture_output=True, text=True, check=False
+    )
+    assert got.returncode == 0 and one_hash(tmp_path / "one.zarc") in got.stdout, got.stderr
+
+
+def one_hash(path: Path) -> str:
+    with zarchive.open(path) as arc:
+        return arc.weights_hash()

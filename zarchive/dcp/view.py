@@ -26,6 +26,7 @@ from ..nodes.base import MISSING
 from ..objpath import join_path, split_path
 from ..plan import Plan, ReadPolicy
 from ..verify_result import VerifyResult
+from ..weights_hash import archive_digests, combine
 from .index import INDEX_NAME, Chunk, Index, ObjectEntry, TensorEntry, parse
 
 if TYPE_CHECKING:
@@ -190,6 +191,22 @@ class ShardedCheckpoint(TreeBrowser):
 
     def model_tag(self, path: str = "") -> str | None:
         return None
+
+    def is_tensor(self, node: Any) -> bool:
+        owned = self._owner.get(id(node))
+        if owned is not None:
+            return owned[0].is_tensor(node)
+        return isinstance(node, dict) and node.get("$type") == TENSOR
+
+    def tensor_digests(self, objpath: str = "") -> dict[str, bytes]:
+        """SHA-256 of each tensor at or below `objpath`, each assembled from its chunks alone."""
+        self._check_open()
+        return archive_digests(self, objpath)
+
+    def weights_hash(self, objpath: str = "") -> str:
+        """The weights hash of the checkpoint's tensors (spec/weights-hash.md): equal to the hash of
+        the same state dict saved in one archive."""
+        return combine(self.tensor_digests(objpath))
 
     def plan(self, path: str = "", *, root_class: type | None = None) -> Plan:
         raise FormatError("a sharded checkpoint has no single manifest to plan: read values with arc[path]")
