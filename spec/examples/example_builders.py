@@ -397,3 +397,22 @@ def tensor_tables_split() -> dict[str, Any]:
     state["139.weight"] = state["0.weight"]
     counts = {f"c{i}": torch.full((16,), i - 150, dtype=torch.int64) for i in range(300)}
     return {"model": state, "counts": counts}
+
+
+def columns_text() -> dict[str, Any]:
+    """Format 1.3: text columns in Arrow's string layout ("utf8": offsets, a UTF-8 data member, a
+    validity array where values are missing): str with NaN, string with NA, an object column of str
+    with None, non-ASCII text, empty strings, a column with no missing value, a Series on its own."""
+    words = ["alpha", "Grüße", "日本語", "", "emoji 🎉", 'say "hi"', "new\nline", "\x00nul"]
+    text = [f"{words[i % len(words)]}{i}" if i % 7 else "" for i in range(12)]
+    with_missing = [None if i % 5 == 0 else t for i, t in enumerate(text)]
+    frame = pd.DataFrame(
+        {
+            "str": pd.array(with_missing, dtype="str"),
+            "string": pd.array(with_missing, dtype="string"),
+            "object": pd.Series(with_missing, dtype=object),
+            "full": pd.array(text, dtype="str"),
+            "n": np.arange(12, dtype=np.int64),
+        }
+    )
+    return {"frame": frame, "series": pd.Series(pd.array(text[::-1], dtype="string"), name="rev")}

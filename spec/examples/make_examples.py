@@ -88,6 +88,9 @@ EXAMPLES: tuple[Example, ...] = (
     Example("tensor_tables_split", "format 1.2: tensor groups of more than 256 tensors split over several "
             "members, with a list of tensor tables (a 280-tensor state dict with a weight tied across the split, "
             "300 int64 tensors in compressed members)", builders.tensor_tables_split),
+    Example("columns_text", "format 1.3: text columns in Arrow's string layout (offsets, a UTF-8 data member, a "
+            "validity array): str, string and object text with missing values, non-ASCII and empty strings, a "
+            "Series", builders.columns_text, settings={"external_list_threshold": 4}),
 )  # fmt: skip
 
 
