@@ -21,6 +21,7 @@ from .tables import (
     PandasScalarSchema,
     PandasSeriesSchema,
 )
+from .polars_nodes import PolarsColumnSchema, PolarsFrameSchema, PolarsSeriesSchema
 from .values import (
     BytesSchema,
     ComplexSchema,
@@ -45,6 +46,7 @@ BUILTIN_SCHEMAS: dict[str, NodeSchema] = {
         NumpyArraySchema(), NumpyScalarSchema(), NumpyDtypeSchema(),
         TensorSchema(), TorchDeviceSchema(), TorchDtypeSchema(), TorchSizeSchema(),
         PandasFrameSchema(), PandasSeriesSchema(), PandasIndexSchema(), PandasArraySchema(), PandasScalarSchema(),
+        PolarsFrameSchema(), PolarsSeriesSchema(), PolarsColumnSchema(),
     )
 }  # fmt: skip
 
