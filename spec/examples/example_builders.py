@@ -103,7 +103,7 @@ def python_types() -> dict[str, Any]:
         "complex_special": complex(float("inf"), float("nan")),
         "datetime_naive": dt.datetime(2024, 2, 29, 13, 45, 30, 123456),
         "datetime_zone": dt.datetime(2024, 10, 27, 2, 30, tzinfo=zoneinfo.ZoneInfo("Europe/Paris"), fold=1),
-        "datetime_utc": dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc),
+        "datetime_utc": dt.datetime(2024, 1, 1, tzinfo=dt.UTC),
         "datetime_offset": dt.datetime(2024, 1, 1, 12, tzinfo=dt.timezone(dt.timedelta(hours=5, minutes=30))),
         "datetime_offset_named": dt.datetime(2024, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=-5), "EST")),
         "date": dt.date(1999, 12, 31),

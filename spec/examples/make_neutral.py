@@ -90,7 +90,7 @@ def column_keys(labels: list[Any]) -> list[str]:
 def zone(tz: Any) -> Any:
     """A time zone: its IANA name where it has one, else its fixed offset and name."""
     key = getattr(tz, "key", None) or getattr(tz, "zone", None)  # zoneinfo, pytz
-    if key is None and tz is dt.timezone.utc:
+    if key is None and tz is dt.UTC:
         key = "UTC"
     if key is not None:
         return key

@@ -14,6 +14,7 @@ sliced string by string instead (slower, same result).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -98,7 +99,7 @@ def decode_utf8(offsets: np.ndarray, data: memoryview | bytes, length: int, *, m
         keep[where] = False
         joined[keep] = raw
         joined[where] = sep[0]
-        text = str(memoryview(joined), "utf-8")  # type: ignore[call-overload]
+        text = str(joined.data, "utf-8")
     except UnicodeDecodeError as e:
         raise FormatError(f"string data is not valid UTF-8: {e.reason} at byte {e.start}", member=member) from None
     values = text.split(sep.decode("ascii"))
@@ -111,5 +112,4 @@ def _sliced(raw: np.ndarray, off: np.ndarray, data: memoryview | bytes) -> list[
     if len(text) != len(raw):  # offsets count bytes; slices count characters
         continuation = np.concatenate(([0], np.cumsum((raw & 0xC0) == 0x80)))
         off = off - continuation[off]
-    bounds = off.tolist()
-    return [text[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    return [text[a:b] for a, b in itertools.pairwise(off.tolist())]

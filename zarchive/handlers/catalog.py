@@ -57,7 +57,6 @@ BUILTIN_HANDLERS: tuple[BuiltinHandler, ...] = (
     BuiltinHandler("pandas.scalar", "pandas_scalars:PandasScalarHandler", needs="pandas"),
     BuiltinHandler("polars.DataFrame", "polars_:PolarsFrameHandler", needs="polars"),
     BuiltinHandler("polars.Series", "polars_:PolarsSeriesHandler", needs="polars"),
-    BuiltinHandler("polars.column", "polars_:PolarsColumnHandler", needs="polars"),
     BuiltinHandler("torch.Tensor", "torch_tensor:TensorHandler", needs="torch"),
     BuiltinHandler("torch.device", "torch_types:TorchDeviceHandler", needs="torch"),
     BuiltinHandler("torch.dtype", "torch_types:TorchDtypeHandler", needs="torch"),

@@ -18,11 +18,10 @@ from typing import Any
 import numpy as np
 
 from ..context import LoadContext, Node, SaveContext
-from ..errors import FormatError, UnknownTypeError
+from ..errors import UnknownTypeError
 from ..nodes.polars_nodes import (
     NUMERIC_KINDS,
     TEXT_KINDS,
-    PolarsColumnSchema,
     PolarsFrameSchema,
     PolarsSeriesSchema,
     check_dtype,
@@ -69,7 +68,9 @@ def dtype_node(dtype: Any, ctx: SaveContext) -> dict[str, Any]:
         return {"kind": kind, "fields": [[f.name, dtype_node(f.dtype, ctx)] for f in dtype.fields]}
     if kind in NUMERIC_KINDS or kind in TEXT_KINDS or kind == "Null":
         return {"kind": kind}
-    raise ctx.error(f"polars dtype {dtype} cannot be saved (Object, Decimal, Binary, Array and 128-bit ints are not supported)")
+    raise ctx.error(
+        f"polars dtype {dtype} cannot be saved (Object, Decimal, Binary, Array and 128-bit ints are not supported)"
+    )
 
 
 def dtype_from(node: Any, ctx: LoadContext) -> Any:
@@ -79,10 +80,7 @@ def dtype_from(node: Any, ctx: LoadContext) -> Any:
     except ValueError as e:
         raise ctx.error(str(e)) from None
     if kind == "Datetime":
-        try:
-            return pl.Datetime(node["unit"], node.get("tz"))
-        except Exception as e:  # an unknown zone
-            raise ctx.error(f"bad Datetime time zone {str(node.get('tz'))[:60]!r}: {type(e).__name__}") from None
+        return pl.Datetime(node["unit"], node.get("tz"))  # an unknown zone fails in the cast (load_column)
     if kind == "Duration":
         return pl.Duration(node["unit"])
     if kind == "Enum":
@@ -112,11 +110,11 @@ def _at(ctx: SaveContext | LoadContext, key: str | None) -> Any:
 
 
 def save_column(s: Any, ctx: SaveContext, key: str | None) -> Node:
-    """The `polars.column` node of a Series (its name aside), saved at child `key`."""
+    """The `polars.Series` node of a Series, saved at child `key`."""
     with _at(ctx, key):
         dtype = dtype_node(s.dtype, ctx)
         kind = dtype["kind"]
-        node: dict[str, Any] = {"$type": PolarsColumnSchema.name, "dtype": dtype, "length": len(s)}
+        node: dict[str, Any] = {"$type": PolarsSeriesSchema.name, "name": s.name, "dtype": dtype, "length": len(s)}
         nulls = s.null_count() if kind != "Null" else 0
         valid = None if nulls == 0 else ~s.is_null().to_numpy()
         if kind in TEXT_KINDS:
@@ -124,7 +122,9 @@ def save_column(s: Any, ctx: SaveContext, key: str | None) -> Node:
             present = text.drop_nulls().to_list()
             if len(present) > ctx.settings.external_list_threshold:
                 try:
-                    return save_utf8(node["$type"], {k: v for k, v in node.items() if k != "$type"}, present, valid, ctx)
+                    return save_utf8(
+                        node["$type"], {k: v for k, v in node.items() if k != "$type"}, present, valid, ctx
+                    )
                 except UnicodeEncodeError:
                     raise ctx.error("a string UTF-8 cannot encode (a lone surrogate)") from None
             if valid is not None:
@@ -159,10 +159,20 @@ def _with_nulls(s: Any, valid: np.ndarray | None) -> Any:
 
 
 def load_column(node: Any, ctx: LoadContext) -> Any:
-    """The polars Series (named "") of a `polars.column` node."""
+    """The polars Series of a `polars.Series` node; polars' own refusals (an unknown time zone, a value
+    outside an Enum's categories) as FormatErrors."""
     pl = polars_module()
-    if not isinstance(node, dict) or node.get("$type") != PolarsColumnSchema.name:
-        raise ctx.error("expected a 'polars.column' node")
+    if not isinstance(node, dict) or node.get("$type") != PolarsSeriesSchema.name:
+        raise ctx.error("expected a 'polars.Series' node")
+    name = expect(node, "name", str, ctx)
+    try:
+        return _load_values(node, ctx).alias(name)
+    except pl.exceptions.PolarsError as e:
+        raise ctx.error(f"polars refused the column: {type(e).__name__}: {str(e)[:200]}") from None
+
+
+def _load_values(node: dict[str, Any], ctx: LoadContext) -> Any:
+    pl = polars_module()
     dtype = dtype_from(node.get("dtype"), ctx)
     kind = node["dtype"]["kind"]
     length = expect(node, "length", int, ctx)
@@ -259,27 +269,15 @@ def _keys(names: list[str]) -> list[str]:
     return keys
 
 
-class PolarsColumnHandler(PolarsColumnSchema, Handler):
-    def accepts(self, cls: type) -> bool:
-        return False  # a column is written by the Series and DataFrame handlers
-
-    def save(self, obj: Any, ctx: SaveContext) -> Node:
-        raise ctx.error("a polars column is saved as part of a Series or DataFrame")
-
-    def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
-        return load_column(node, ctx)
-
-
 class PolarsSeriesHandler(PolarsSeriesSchema, Handler):
     def accepts(self, cls: type) -> bool:
         return _is_polars(cls, "Series")
 
     def save(self, s: Any, ctx: SaveContext) -> Node:
-        return {"$type": self.name, "name": s.name, "column": save_column(s, ctx, None)}
+        return save_column(s, ctx, None)
 
     def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
-        name = expect(node, "name", str, ctx)
-        return load_column(node.get("column"), ctx).alias(name)
+        return load_column(node, ctx)
 
 
 class PolarsFrameHandler(PolarsFrameSchema, Handler):
@@ -291,7 +289,6 @@ class PolarsFrameHandler(PolarsFrameSchema, Handler):
         return {
             "$type": self.name,
             "shape": list(df.shape),
-            "columns": list(df.columns),
             "column_keys": keys,
             "dtypes": [str(t) for t in df.dtypes],
             "data": [save_column(df.to_series(i), ctx, key) for i, key in enumerate(keys)],
@@ -299,20 +296,19 @@ class PolarsFrameHandler(PolarsFrameSchema, Handler):
 
     def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
         pl = polars_module()
-        shape, names, keys = (expect(node, k, list, ctx) for k in ("shape", "columns", "column_keys"))
-        data = expect(node, "data", list, ctx)
-        if len(shape) != 2 or not len(names) == len(keys) == len(data) == shape[1]:
-            raise ctx.error("shape, columns, column_keys and data disagree")
-        if not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
-            raise ctx.error("column names must be unique strings")
+        shape, keys, data = (expect(node, k, list, ctx) for k in ("shape", "column_keys", "data"))
+        if len(shape) != 2 or not len(keys) == len(data) == shape[1]:
+            raise ctx.error("shape, column_keys and data disagree")
         columns = []
-        for name, key, col in zip(names, keys, data):
+        for key, col in zip(keys, data):
             ctx.path.append(str(key))
             try:
                 s = load_column(col, ctx)
+                if len(s) != shape[0]:
+                    raise ctx.error(f"the column has {len(s)} values, the shape says {shape[0]}")
             finally:
                 ctx.path.pop()
-            if len(s) != shape[0]:
-                raise FormatError(f"column {name[:40]!r} has {len(s)} values, the shape says {shape[0]}", path=ctx.path_str)
-            columns.append(s.alias(name))
+            columns.append(s)
+        if len({s.name for s in columns}) != len(columns):
+            raise ctx.error("column names must be unique")
         return pl.DataFrame(columns) if columns else pl.DataFrame()

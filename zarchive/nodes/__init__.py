@@ -14,6 +14,7 @@ from .arrays import (
 )
 from .base import MISSING, NodeSchema
 from .classes import ConfiguredModelSchema, DataclassSchema, EnumSchema, NamedTupleSchema, OmegaConfSchema
+from .polars_nodes import PolarsFrameSchema, PolarsSeriesSchema
 from .tables import (
     PandasArraySchema,
     PandasFrameSchema,
@@ -21,7 +22,6 @@ from .tables import (
     PandasScalarSchema,
     PandasSeriesSchema,
 )
-from .polars_nodes import PolarsColumnSchema, PolarsFrameSchema, PolarsSeriesSchema
 from .values import (
     BytesSchema,
     ComplexSchema,
@@ -46,7 +46,7 @@ BUILTIN_SCHEMAS: dict[str, NodeSchema] = {
         NumpyArraySchema(), NumpyScalarSchema(), NumpyDtypeSchema(),
         TensorSchema(), TorchDeviceSchema(), TorchDtypeSchema(), TorchSizeSchema(),
         PandasFrameSchema(), PandasSeriesSchema(), PandasIndexSchema(), PandasArraySchema(), PandasScalarSchema(),
-        PolarsFrameSchema(), PolarsSeriesSchema(), PolarsColumnSchema(),
+        PolarsFrameSchema(), PolarsSeriesSchema(),
     )
 }  # fmt: skip
 

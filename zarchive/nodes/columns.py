@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import PlanSink, is_int
+from .base import PlanSink
 
 STR_OBJECT_BYTES = 64  # a short str object plus the two pointers (list, object array) that hold it
 
 
 def plan_utf8(node: dict[str, Any], p: PlanSink) -> None:
     length, nbytes = node.get("length"), node.get("nbytes")
-    if not is_int(length) or length < 0:
+    if type(length) is not int or length < 0:
         raise p.error("a 'utf8' column needs a non-negative int 'length'")
-    if not is_int(nbytes) or nbytes < 0:
+    if type(nbytes) is not int or nbytes < 0:
         raise p.error("a 'utf8' column needs 'nbytes', the size of its data member")
     if "$ref" not in node or not isinstance(node.get("offsets"), dict):
         raise p.error("a 'utf8' column needs its data member ('$ref') and 'offsets'")

@@ -1,6 +1,6 @@
-"""Schemas of polars nodes (format 1.3): `polars.DataFrame`, `polars.Series` and `polars.column`.
+"""Schemas of polars nodes (format 1.3): `polars.DataFrame` and `polars.Series`.
 
-A column node holds one polars column of any supported dtype, described by a JSON `dtype`
+A Series node holds one polars column of any supported dtype and its `name`, described by a JSON `dtype`
 ({"kind": "Int64"}, {"kind": "Datetime", "unit": "us", "tz": "UTC"}, {"kind": "List", "inner": ...},
 {"kind": "Struct", "fields": [[name, dtype], ...]}, ...), its `length` and, when values are missing,
 `valid` (a bool array node, true where present). By kind: numbers, booleans and temporal values as
@@ -12,6 +12,7 @@ when short; List as `offsets` plus a child column `values`; Struct as one child 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .base import NodeSchema, PlanSink, is_int
@@ -25,6 +26,7 @@ NUMERIC_KINDS = {
 }  # fmt: skip
 TEXT_KINDS = frozenset({"String", "Categorical", "Enum"})
 TIME_UNITS = frozenset({"ns", "us", "ms"})
+TZ_TEXT = re.compile(r"[A-Za-z0-9_+\-:]{1,40}(/[A-Za-z0-9_+\-:]{1,40}){0,3}")
 MAX_DTYPE_DEPTH = 32
 
 
@@ -33,12 +35,13 @@ def check_dtype(dtype: Any, depth: int = 0) -> str:
     if depth > MAX_DTYPE_DEPTH:
         raise ValueError("polars dtype nested too deep")
     if not isinstance(dtype, dict) or not isinstance(dtype.get("kind"), str):
-        raise ValueError("a polars dtype must be an object with a 'kind'")
+        raise ValueError("a polars dtype must be an object with a 'kind'")  # noqa: TRY004 (callers catch ValueError)
     kind = dtype["kind"]
     if kind in ("Datetime", "Duration") and dtype.get("unit") not in TIME_UNITS:
         raise ValueError(f"a {kind} needs a time 'unit' of ns, us or ms")
-    if kind == "Datetime" and not (dtype.get("tz") is None or isinstance(dtype.get("tz"), str)):
-        raise ValueError("a Datetime's 'tz' must be a string or null")
+    tz = dtype.get("tz")
+    if kind == "Datetime" and not (tz is None or (isinstance(tz, str) and TZ_TEXT.fullmatch(tz))):
+        raise ValueError("a Datetime's 'tz' must be a time zone name or null")
     if kind == "Enum":
         cats = dtype.get("categories")
         if not isinstance(cats, list) or not all(isinstance(c, str) for c in cats):
@@ -70,17 +73,19 @@ def dtype_text(dtype: Any) -> str:
     return kind
 
 
-class PolarsColumnSchema(NodeSchema):
-    name = "polars.column"
+class PolarsSeriesSchema(NodeSchema):
+    name = "polars.Series"
     since = "1.3"
 
     def plan(self, node: dict[str, Any], p: PlanSink) -> None:
+        if not isinstance(node.get("name"), str):
+            raise p.error("a polars Series needs a string 'name'")
         try:
             kind = check_dtype(node.get("dtype"))
         except ValueError as e:
             raise p.error(str(e)) from None
         length = node.get("length")
-        if not is_int(length) or length < 0:
+        if type(length) is not int or length < 0:
             raise p.error("a polars column needs a non-negative int 'length'")
         if kind in TEXT_KINDS and "$ref" in node:
             plan_utf8(node, p)
@@ -92,22 +97,7 @@ class PolarsColumnSchema(NodeSchema):
                 p.inline_bytes(sum(len(s) for s in node["strings"] if isinstance(s, str)))
 
     def summary(self, node: dict[str, Any]) -> str:
-        return f"polars column {dtype_text(node.get('dtype'))} [{node.get('length')}]"
-
-
-class PolarsSeriesSchema(NodeSchema):
-    name = "polars.Series"
-    since = "1.3"
-
-    def plan(self, node: dict[str, Any], p: PlanSink) -> None:
-        if not isinstance(node.get("name"), str) or not isinstance(node.get("column"), dict):
-            raise p.error("a polars Series needs a string 'name' and its 'column'")
-        p.visit(node["column"], None)
-
-    def summary(self, node: dict[str, Any]) -> str:
-        col = node.get("column")
-        col = col if isinstance(col, dict) else {}
-        return f"polars Series {node.get('name')!r} {dtype_text(col.get('dtype'))} [{col.get('length')}]"
+        return f"polars Series {str(node.get('name'))[:40]!r} {dtype_text(node.get('dtype'))} [{node.get('length')}]"
 
 
 class PolarsFrameSchema(NodeSchema):
@@ -115,31 +105,27 @@ class PolarsFrameSchema(NodeSchema):
     since = "1.3"
 
     def plan(self, node: dict[str, Any], p: PlanSink) -> None:
-        shape, names, keys, data = (node.get(k) for k in ("shape", "columns", "column_keys", "data"))
+        shape, keys, data = (node.get(k) for k in ("shape", "column_keys", "data"))
         if not (isinstance(shape, list) and len(shape) == 2 and all(is_int(x) and x >= 0 for x in shape)):
             raise p.error("shape must be [rows, columns]")
-        if not (isinstance(names, list) and isinstance(keys, list) and isinstance(data, list)):
-            raise p.error("a polars DataFrame needs 'columns', 'column_keys' and 'data' lists")
-        if not len(names) == len(keys) == len(data) == shape[1]:
+        if not (isinstance(keys, list) and isinstance(data, list)):
+            raise p.error("a polars DataFrame needs 'column_keys' and 'data' lists")
+        if not len(keys) == len(data) == shape[1]:
             raise p.error(f"{len(data)} columns of data, the shape says {shape[1]}")
         for key, col in zip(keys, data):
             p.visit(col, str(key))
 
     def children(self, node: dict[str, Any]) -> dict[str, Any] | None:
-        names, keys, data = (node.get(k) for k in ("columns", "column_keys", "data"))
-        if not (isinstance(names, list) and isinstance(keys, list) and isinstance(data, list)):
+        keys, data = node.get("column_keys"), node.get("data")
+        if not (isinstance(keys, list) and isinstance(data, list)):
             return None
-        return {
-            k: {"$type": PolarsSeriesSchema.name, "name": n, "column": c}
-            for k, n, c in zip(keys, names, data)
-            if isinstance(k, str)
-        }
+        return {k: c for k, c in zip(keys, data) if isinstance(k, str)}
 
     def summary(self, node: dict[str, Any]) -> str:
-        shape, names, data = (node.get(k) for k in ("shape", "columns", "data"))
+        shape, data = node.get("shape"), node.get("data")
         shape = shape if isinstance(shape, list) and len(shape) == 2 else ["?", "?"]
         cols = []
-        if isinstance(names, list) and isinstance(data, list):
-            cols = [f"{n}: {dtype_text(c.get('dtype') if isinstance(c, dict) else None)}" for n, c in zip(names, data)]
+        if isinstance(data, list):
+            cols = [f"{c.get('name')}: {dtype_text(c.get('dtype'))}" for c in data if isinstance(c, dict)]
         more = ", ..." if len(cols) > 8 else ""
         return f"polars DataFrame {shape[0]} rows x {shape[1]} columns ({', '.join(cols[:8])}{more})"
