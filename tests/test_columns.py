@@ -152,3 +152,26 @@ def test_a_newer_files_unknown_text_layout_is_a_version_error(tmp_path: Path) ->
     (tmp_path / "n.zarc").write_bytes(pack(parts))
     with pytest.raises(zarchive.VersionError, match="upgrade zarchive"):
         zarchive.read(tmp_path / "n.zarc")
+
+
+@pytest.mark.parametrize("probe_on", [True, False], ids=["unchecked", "public-constructor"])
+def test_string_arrays_are_the_same_with_the_compat_probe_off(tmp_path: Path, probe_on: bool) -> None:
+    """A read builds python-storage StringArrays without a check per item where pandas allows it
+    (zarchive._compat.pandas, probe "pandas.string_simple_new"); the public constructor gives the same."""
+    from zarchive._compat import disable_for_test
+
+    df = pd.DataFrame(
+        {
+            "nan": pd.array(["a", None, "é"] * 300, dtype="str"),
+            "na": pd.array(["a", None, "é"] * 300, dtype="string"),
+        }
+    )
+    zarchive.save(df, tmp_path / "s.zarc", durable=False)
+    if probe_on:
+        back = zarchive.read(tmp_path / "s.zarc")
+    else:
+        with disable_for_test("pandas.string_simple_new"):
+            back = zarchive.read(tmp_path / "s.zarc")
+    pd.testing.assert_frame_equal(back, df, check_exact=True)
+    assert back["nan"].array._ndarray.dtype == object  # python storage
+    back["na"].array._validate(back["na"].dtype)  # what the public constructor checks holds

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .browse import TreeBrowser
 from .container.archive_reader import ArchiveReader
+from .container.decode_ahead import DecodeAhead
 from .container.parallel_verify import Prefetch, start_verifying
 from .container.source import LocalFileSource
 from .context import HandlerSource, LoadContext
@@ -293,6 +294,13 @@ class LazyArchive(PlannedArchive):
     def load(self, *, map_location: Any = None, dtype: Any = None, root_class: type | None = None) -> Any:
         """Everything, the same as read()."""
         self._check_open()
+        ahead = DecodeAhead(self._reader)  # compressed members, on the other cores
+        try:
+            return self._load_all(map_location, dtype, root_class)
+        finally:
+            ahead.close()
+
+    def _load_all(self, map_location: Any, dtype: Any, root_class: type | None) -> Any:
         source = self._reader.source
         if isinstance(source, LocalFileSource):
             # all will be read: read each member whole on the other cores (checksummed as it lands)

@@ -274,8 +274,8 @@ class PandasArrayHandler(PandasArraySchema, Handler):
             out[mask] = na
         if dtype is None:
             return pd.arrays.NumpyExtensionArray(out)
-        if dtype.storage == "python":
-            return pd.arrays.StringArray(out, dtype=dtype)
+        if dtype.storage == "python":  # every item is a str the reader made, or the missing value
+            return pandas_compat.string_array_unchecked(out, dtype)
         return pd.array(out, dtype=dtype)
 
     def _strings_present(self, node: dict[str, Any], length: int, ctx: LoadContext) -> tuple[Any, list[str]]:
