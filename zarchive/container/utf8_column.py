@@ -79,36 +79,61 @@ def _char_boundaries(raw: np.ndarray, off: np.ndarray, member: str | None) -> No
         raise FormatError(f"string {at} starts inside a UTF-8 character", member=member)
 
 
-def decode_utf8(offsets: np.ndarray, data: memoryview | bytes, length: int, *, member: str | None) -> list[str]:
-    """The `length` strings of a column; a FormatError for offsets of another count, out of order or
-    out of range, or bytes that are not UTF-8."""
+def separated(
+    offsets: np.ndarray, data: memoryview | bytes, length: int, *, member: str | None
+) -> tuple[str, str] | None:
+    """The column's text with a separator character after each string, and that separator (splitting
+    the text on it gives the strings plus one empty piece at the end); None when every candidate byte
+    occurs in the data. A FormatError for offsets of another count, out of order or out of range, or
+    bytes that are not UTF-8."""
     n = length
     off = check_offsets(offsets, len(data), n, member=member)
-    if n == 0:
-        return []
     raw = np.frombuffer(data, dtype=np.uint8)
     # a separator right after a string that ends inside a character makes the buffer invalid UTF-8
     sep = next((s for s in _SEPARATORS if not (raw == s[0]).any()), None)
+    if sep is None:
+        return None
+    joined = np.empty(len(raw) + n, dtype=np.uint8)
+    where = off[1:] + np.arange(n)  # string i ends at off[i + 1], moved right by the i separators before it
+    keep = np.ones(len(joined), dtype=bool)
+    keep[where] = False
+    joined[keep] = raw
+    joined[where] = sep[0]
+    return _decode(joined.data, member), sep.decode("ascii")
+
+
+def _decode(data: memoryview | bytes, member: str | None) -> str:
     try:
-        if sep is None:
-            _char_boundaries(raw, off, member)
-            return _sliced(raw, off, data)
-        joined = np.empty(len(raw) + n, dtype=np.uint8)
-        where = off[1:] + np.arange(n)  # string i ends at off[i + 1], moved right by the i separators before it
-        keep = np.ones(len(joined), dtype=bool)
-        keep[where] = False
-        joined[keep] = raw
-        joined[where] = sep[0]
-        text = str(joined.data, "utf-8")
+        return str(data, "utf-8")  # type: ignore[call-overload]
     except UnicodeDecodeError as e:
         raise FormatError(f"string data is not valid UTF-8: {e.reason} at byte {e.start}", member=member) from None
-    values = text.split(sep.decode("ascii"))
+
+
+def decode_utf8(offsets: np.ndarray, data: memoryview | bytes, length: int, *, member: str | None) -> list[str]:
+    """The `length` strings of a column; a FormatError for offsets of another count, out of order or
+    out of range, or bytes that are not UTF-8."""
+    if length == 0:
+        check_offsets(offsets, len(data), 0, member=member)
+        return []
+    joined = separated(offsets, data, length, member=member)
+    if joined is None:
+        return sliced(offsets, data, length, member=member)
+    text, sep = joined
+    values = text.split(sep)
     values.pop()  # the empty piece after the last separator
     return values
 
 
-def _sliced(raw: np.ndarray, off: np.ndarray, data: memoryview | bytes) -> list[str]:
-    text = str(data, "utf-8")  # type: ignore[call-overload]
+def sliced(offsets: np.ndarray, data: memoryview | bytes, length: int, *, member: str | None) -> list[str]:
+    """The strings, sliced one by one from the decoded text (for data that holds every separator)."""
+    off = check_offsets(offsets, len(data), length, member=member)
+    raw = np.frombuffer(data, dtype=np.uint8)
+    _char_boundaries(raw, off, member)
+    return _sliced(raw, off, data, member)
+
+
+def _sliced(raw: np.ndarray, off: np.ndarray, data: memoryview | bytes, member: str | None) -> list[str]:
+    text = _decode(data, member)
     if len(text) != len(raw):  # offsets count bytes; slices count characters
         continuation = np.concatenate(([0], np.cumsum((raw & 0xC0) == 0x80)))
         off = off - continuation[off]

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..container.jsontext import decode_jsonl
-from ..container.utf8_column import decode_utf8, encode_utf8
+from ..container.utf8_column import check_offsets, decode_utf8, encode_utf8
 from ..context import LoadContext, Node, SaveContext
 from ..errors import FormatError
 
@@ -101,8 +101,9 @@ def save_utf8(
     return ctx.ref_node(plan, type_name, **node, nbytes=len(data))
 
 
-def load_utf8(node: dict[str, Any], ctx: LoadContext, length: int) -> tuple[list[str], np.ndarray | None]:
-    """The `length` strings of a "utf8" node (missing rows as "") and its validity (None: all valid)."""
+def utf8_parts(node: dict[str, Any], ctx: LoadContext, length: int) -> tuple[np.ndarray, memoryview, np.ndarray | None]:
+    """The offsets, the data and the validity (None: all valid) of a "utf8" node, the validity checked
+    against the offsets (a missing value holds no bytes); the offsets are checked when decoded."""
     valid = None
     if "valid" in node:
         ctx.path.append("valid")
@@ -124,9 +125,13 @@ def load_utf8(node: dict[str, Any], ctx: LoadContext, length: int) -> tuple[list
     if type(nbytes) is not int or nbytes < 0:
         raise ctx.error("a 'utf8' node needs 'nbytes', the size of its data member")
     data = ctx.member_bytes(member, expected_size=nbytes, shared=True)
-    values = decode_utf8(offsets, data, length, member=member)
-    if valid is not None and length:
-        off = offsets.astype(np.int64, copy=False)
-        if bool((off[1:] != off[:-1])[~valid].any()):
-            raise ctx.error("a missing value holds bytes (its offsets must be equal)", member=member)
-    return values, valid
+    off = check_offsets(offsets, len(data), length, member=member)
+    if valid is not None and length and bool((off[1:] != off[:-1])[~valid].any()):
+        raise ctx.error("a missing value holds bytes (its offsets must be equal)", member=member)
+    return off, data, valid
+
+
+def load_utf8(node: dict[str, Any], ctx: LoadContext, length: int) -> tuple[list[str], np.ndarray | None]:
+    """The `length` strings of a "utf8" node (missing rows as "") and its validity (None: all valid)."""
+    offsets, data, valid = utf8_parts(node, ctx, length)
+    return decode_utf8(offsets, data, length, member=node.get("$ref")), valid

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..container.utf8_column import separated, sliced
 from ..context import LoadContext, Node, SaveContext
 from ..errors import UnknownTypeError
 from ..nodes.polars_nodes import (
@@ -27,7 +28,7 @@ from ..nodes.polars_nodes import (
     check_dtype,
 )
 from .base import Handler, expect
-from .pandas_text import load_utf8, save_utf8
+from .pandas_text import save_utf8, utf8_parts
 
 MAX_KEY_CHARS = 200
 
@@ -117,6 +118,12 @@ def save_column(s: Any, ctx: SaveContext, key: str | None) -> Node:
         node: dict[str, Any] = {"$type": PolarsSeriesSchema.name, "name": s.name, "dtype": dtype, "length": len(s)}
         nulls = s.null_count() if kind != "Null" else 0
         valid = None if nulls == 0 else ~s.is_null().to_numpy()
+        if kind == "Enum":  # its codes, as the physical unsigned ints polars keeps
+            if valid is not None:
+                node["valid"] = ctx.save(valid, "valid")
+            codes = s.to_physical()
+            node["data"] = ctx.save((codes.fill_null(0) if nulls else codes).to_numpy(), "data")
+            return node
         if kind in TEXT_KINDS:
             text = s.cast(polars_module().String) if kind != "String" else s
             present = text.drop_nulls().to_list()
@@ -177,9 +184,19 @@ def _load_values(node: dict[str, Any], ctx: LoadContext) -> Any:
     kind = node["dtype"]["kind"]
     length = expect(node, "length", int, ctx)
     if kind in TEXT_KINDS and "$ref" in node:
-        values, valid = load_utf8(node, ctx, length)
-        return _with_nulls(pl.Series("", values, dtype=pl.String), valid).cast(dtype)
+        offsets, data, valid = utf8_parts(node, ctx, length)
+        return _with_nulls(_text_series(offsets, data, length, node["$ref"]), valid).cast(dtype)
     valid = _bool_array(node, "valid", ctx, length) if "valid" in node else None
+    if kind == "Enum" and "data" in node:
+        codes = ctx.load(node["data"], "data")
+        if not isinstance(codes, np.ndarray) or codes.shape != (length,) or codes.dtype.kind != "u":
+            raise ctx.error(f"an Enum column's codes must be {length} unsigned ints")
+        ncats = len(node["dtype"]["categories"])
+        present = codes if valid is None else codes[valid]
+        if present.size and int(present.max()) >= ncats:
+            raise ctx.error(f"an Enum code is not below its {ncats} categories")
+        filled = codes if valid is None else np.where(valid, codes, 0)
+        return _with_nulls(pl.Series("", node["dtype"]["categories"], dtype=dtype).gather(filled), valid)
     if kind in TEXT_KINDS:
         strings = expect(node, "strings", list, ctx)
         if len(strings) != length or not all(type(x) is str for x in strings):
@@ -214,6 +231,18 @@ def _load_values(node: dict[str, Any], ctx: LoadContext) -> Any:
         s = pl.DataFrame(children).to_struct("") if children else pl.Series("", [{}] * length, dtype=dtype)
         return _with_nulls(s, valid).cast(dtype)
     raise ctx.error(f"polars dtype {kind!r} has no column layout")
+
+
+def _text_series(offsets: np.ndarray, data: memoryview, length: int, member: str) -> Any:
+    """A String Series of a column in Arrow's layout: the text with separators split by polars."""
+    pl = polars_module()
+    if length == 0:
+        return pl.Series("", [], dtype=pl.String)
+    joined = separated(offsets, data, length, member=member)
+    if joined is None:
+        return pl.Series("", sliced(offsets, data, length, member=member), dtype=pl.String)
+    text, sep = joined
+    return pl.Series("", [text], dtype=pl.String).str.split(sep).explode().head(length)
 
 
 def _bool_array(node: dict[str, Any], key: str, ctx: LoadContext, length: int) -> np.ndarray:
