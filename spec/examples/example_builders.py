@@ -416,3 +416,39 @@ def columns_text() -> dict[str, Any]:
         }
     )
     return {"frame": frame, "series": pd.Series(pd.array(text[::-1], dtype="string"), name="rev")}
+
+
+def columns_polars() -> dict[str, Any]:
+    """Format 1.3: polars DataFrame and Series (spec/polars.md), one column of each supported dtype,
+    nulls in each, text in Arrow's string layout (long columns) and inline (short ones)."""
+    import datetime as dt
+
+    import polars as pl
+
+    def rep(values: list[Any], n: int = 8) -> list[Any]:
+        return (values * n)[:n]
+
+    frame = pl.DataFrame(
+        [
+            pl.Series("i8", rep([-128, None, 127]), dtype=pl.Int8),
+            pl.Series("u64", rep([2**64 - 1, None, 0]), dtype=pl.UInt64),
+            pl.Series("f32", rep([1.5, None, float("-inf")]), dtype=pl.Float32),
+            pl.Series("f64", rep([-0.0, None, 1e300]), dtype=pl.Float64),
+            pl.Series("bool", rep([True, None, False]), dtype=pl.Boolean),
+            pl.Series("str", rep(["Grüße 🎉", None, ""]), dtype=pl.String),
+            pl.Series("cat", rep(["x", None, "y"]), dtype=pl.Categorical),
+            pl.Series("enum", rep(["b", None, "a"]), dtype=pl.Enum(["a", "b", "c"])),
+            pl.Series("date", rep([dt.date(2024, 2, 29), None, dt.date(1969, 12, 31)]), dtype=pl.Date),
+            pl.Series("time", rep([dt.time(1, 2, 3, 4), None, dt.time(23, 59)]), dtype=pl.Time),
+            pl.Series("dt_tz", rep([dt.datetime(2024, 3, 31, 2, 30), None, dt.datetime(1900, 1, 1)]),
+                      dtype=pl.Datetime("ns", "Europe/Paris")),
+            pl.Series("dt", rep([dt.datetime(2024, 1, 1, 0, 0, 0, 1000), None, dt.datetime(1970, 1, 1)]),
+                      dtype=pl.Datetime("ms")),
+            pl.Series("dur", rep([dt.timedelta(days=-3), None, dt.timedelta(microseconds=1)]), dtype=pl.Duration("us")),
+            pl.Series("list", rep([[1, None], [], None]), dtype=pl.List(pl.Int32)),
+            pl.Series("struct", rep([{"a": 1, "b": "x"}, None, {"a": None, "b": "y"}]),
+                      dtype=pl.Struct({"a": pl.Int64, "b": pl.String})),
+            pl.Series("null", [None] * 8, dtype=pl.Null),
+        ]
+    )  # fmt: skip
+    return {"frame": frame, "text": pl.Series("text", rep(["alpha", None, "日本語", ""], 40), dtype=pl.String)}

@@ -49,7 +49,8 @@ def _is_polars(cls: type, name: str) -> bool:
 
 
 # --- dtypes as JSON ---
-def dtype_node(dtype: Any, ctx: SaveContext) -> dict[str, Any]:
+def dtype_json(dtype: Any) -> dict[str, Any]:
+    """A polars dtype as the JSON of spec/polars.md; ValueError for a dtype that has no layout."""
     pl = polars_module()
     kind = dtype.base_type().__name__
     if kind == "Utf8":
@@ -62,16 +63,23 @@ def dtype_node(dtype: Any, ctx: SaveContext) -> dict[str, Any]:
     if kind == "Enum":
         return {"kind": kind, "categories": dtype.categories.to_list()}
     if kind == "Categorical" and dtype != pl.Categorical():
-        raise ctx.error(f"polars dtype {dtype!r} (categories of its own) cannot be saved: cast it to pl.Categorical")
+        raise ValueError(f"polars dtype {dtype!r} (categories of its own) cannot be saved: cast it to pl.Categorical")
     if kind == "List":
-        return {"kind": kind, "inner": dtype_node(dtype.inner, ctx)}
+        return {"kind": kind, "inner": dtype_json(dtype.inner)}
     if kind == "Struct":
-        return {"kind": kind, "fields": [[f.name, dtype_node(f.dtype, ctx)] for f in dtype.fields]}
+        return {"kind": kind, "fields": [[f.name, dtype_json(f.dtype)] for f in dtype.fields]}
     if kind in NUMERIC_KINDS or kind in TEXT_KINDS or kind == "Null":
         return {"kind": kind}
-    raise ctx.error(
+    raise ValueError(
         f"polars dtype {dtype} cannot be saved (Object, Decimal, Binary, Array and 128-bit ints are not supported)"
     )
+
+
+def dtype_node(dtype: Any, ctx: SaveContext) -> dict[str, Any]:
+    try:
+        return dtype_json(dtype)
+    except ValueError as e:
+        raise ctx.error(str(e)) from None
 
 
 def dtype_from(node: Any, ctx: LoadContext) -> Any:
