@@ -86,7 +86,7 @@ def test_text_columns_round_trip(dtype: Any, values: list[str | None]) -> None:
 
 
 def test_a_lone_surrogate_keeps_the_jsonl_layout(tmp_path: Path) -> None:
-    s = pd.Series(["a", "\ud800", None] * 200, dtype="string")
+    s = pd.Series(["a", "\ud800", None] * 200, dtype=pd.StringDtype("python"))
     zarchive.save({"s": s}, tmp_path / "s.zarc", durable=False)
     with zarchive.open(tmp_path / "s.zarc") as arc:
         assert arc.node("s")["values"]["layout"] == "strings"
@@ -162,8 +162,8 @@ def test_string_arrays_are_the_same_with_the_compat_probe_off(tmp_path: Path, pr
 
     df = pd.DataFrame(
         {
-            "nan": pd.array(["a", None, "é"] * 300, dtype="str"),
-            "na": pd.array(["a", None, "é"] * 300, dtype="string"),
+            "nan": pd.array(["a", None, "é"] * 300, dtype=pd.StringDtype("python", na_value=np.nan)),
+            "na": pd.array(["a", None, "é"] * 300, dtype=pd.StringDtype("python")),
         }
     )
     zarchive.save(df, tmp_path / "s.zarc", durable=False)
@@ -175,3 +175,30 @@ def test_string_arrays_are_the_same_with_the_compat_probe_off(tmp_path: Path, pr
     pd.testing.assert_frame_equal(back, df, check_exact=True)
     assert back["nan"].array._ndarray.dtype == object  # python storage
     back["na"].array._validate(back["na"].dtype)  # what the public constructor checks holds
+
+
+# --- pyarrow-backed strings (pyarrow is optional: these run where it is installed) -------------------
+def test_pyarrow_strings_adopt_the_columns_buffers(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    for dtype in ("str", pd.StringDtype("pyarrow", na_value=pd.NA)):
+        s = pd.Series(["a", None, "é日本", ""] * 300, dtype=dtype)
+        df = pd.DataFrame({"t": s, "sliced": s.iloc[5:1205].reset_index(drop=True)})
+        zarchive.save(df, tmp_path / "a.zarc", durable=False)
+        with zarchive.open(tmp_path / "a.zarc") as arc:
+            assert arc.node("t")["values"]["layout"] == arc.node("sliced")["values"]["layout"] == "utf8"
+        back = zarchive.read(tmp_path / "a.zarc")
+        pd.testing.assert_frame_equal(back, df, check_exact=True)
+        assert type(back["t"].array) is pd.arrays.ArrowStringArray
+
+
+def test_pyarrow_strings_refuse_bad_bytes(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    s = pd.Series([f"v{i}" for i in range(300)], dtype=pd.StringDtype("pyarrow"))
+    zarchive.save({"s": s}, tmp_path / "ok.zarc", durable=False)
+    parts = unpack((tmp_path / "ok.zarc").read_bytes())
+    (name,) = [n for n in parts.members if n.endswith(".utf8.zst")]
+    parts.members[name] = parts.members[name].replace(b"v7", b"\xff7", 1)
+    (tmp_path / "bad.zarc").write_bytes(pack(parts))
+    with pytest.raises(zarchive.FormatError) as err:
+        zarchive.read(tmp_path / "bad.zarc")
+    assert err.value.member == name

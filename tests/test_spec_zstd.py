@@ -155,6 +155,7 @@ def test_frame_walker_sees_a_second_frame() -> None:
 
 # --- frozen examples: written with the extra empty frame, still read ---
 
+
 def _format_version(path: Path) -> tuple[int, int]:
     with zipfile.ZipFile(path) as z:
         major, minor = json.loads(z.read("metadata.json"))["format_version"].split(".")

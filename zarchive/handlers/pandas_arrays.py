@@ -28,11 +28,13 @@ import pandas as pd
 from pandas.api.extensions import ExtensionArray
 
 from .._compat import pandas as pandas_compat
+from ..container.utf8_column import decode_utf8
 from ..context import LoadContext, Node, SaveContext
 from ..nodes.tables import PandasArraySchema
 from .base import Handler, expect
+from .pandas_arrow import arrow_buffers, arrow_strings
 from .pandas_scalars import check_freq, check_unit, tz_fields, tz_from
-from .pandas_text import decode_strings, encode_strings, load_utf8, save_utf8
+from .pandas_text import decode_strings, encode_strings, save_utf8, save_utf8_buffers, utf8_parts
 
 NUMPY_KINDS = frozenset("biufcmMO")
 _MASKED: dict[str, tuple[type, np.dtype]] = {
@@ -130,6 +132,10 @@ class PandasArrayHandler(PandasArraySchema, Handler):
             raise ctx.error(problem)
         if isinstance(dtype, pd.StringDtype):
             extra = {"storage": dtype.storage, "na_value": "NA" if dtype.na_value is pd.NA else "nan"}
+            buffers = arrow_buffers(arr) if len(arr) > ctx.settings.external_list_threshold else None
+            if buffers is not None:  # pyarrow storage: the array's own offsets and data
+                fields = {k: v for k, v in head.items() if k != "$type"} | extra
+                return save_utf8_buffers(self.name, fields, *buffers, ctx)
             mask = np.asarray(arr.isna(), dtype=bool)
             values = pandas_compat.string_object_values(arr)  # python storage: the object array itself
             if values is None:
@@ -257,13 +263,16 @@ class PandasArrayHandler(PandasArraySchema, Handler):
         raise ctx.error(f"unknown pandas array layout {str(layout)[:20]!r}")
 
     def _load_strings(self, node: dict[str, Any], length: int, ctx: LoadContext) -> Any:
+        dtype, na = _string_dtype(node, ctx)
         if node["layout"] == "utf8":
-            values, valid = load_utf8(node, ctx, length)
+            offsets, data, valid = utf8_parts(node, ctx, length)
+            adopted = None if dtype is None else arrow_strings(offsets, data, valid, dtype, member=node["$ref"])
+            if adopted is not None:  # pyarrow storage: pandas takes the column's own buffers
+                return adopted
+            present = decode_utf8(offsets, data, length, member=node["$ref"])  # missing ones as "", masked below
             mask = None if valid is None else ~valid
-            present = values  # every row, missing ones as "": the mask below overwrites them
         else:
             mask, present = self._strings_present(node, length, ctx)
-        dtype, na = _string_dtype(node, ctx)
         if mask is None or len(present) == length:
             out = np.array(present, dtype=object) if present else np.empty(0, dtype=object)
             if mask is not None:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..container.jsontext import decode_jsonl
-from ..container.utf8_column import check_offsets, decode_utf8, encode_utf8
+from ..container.utf8_column import check_offsets, encode_utf8
 from ..context import LoadContext, Node, SaveContext
 from ..errors import FormatError
 
@@ -93,6 +93,13 @@ def save_utf8(
     member (`$ref`, `nbytes`). `present`: the strings of the valid rows. UnicodeEncodeError for a
     string that UTF-8 cannot hold."""
     offsets, data = encode_utf8(present, valid)
+    return save_utf8_buffers(type_name, fields, offsets, data, valid, ctx)
+
+
+def save_utf8_buffers(
+    type_name: str, fields: dict[str, Any], offsets: np.ndarray, data: bytes, valid: np.ndarray | None, ctx: SaveContext
+) -> Node:
+    """As save_utf8, from the column's buffers (int64 offsets from 0 and the data)."""
     node = {**fields, "layout": "utf8"}
     if valid is not None:
         node["valid"] = ctx.save(valid, "valid")
@@ -129,9 +136,3 @@ def utf8_parts(node: dict[str, Any], ctx: LoadContext, length: int) -> tuple[np.
     if valid is not None and length and bool((off[1:] != off[:-1])[~valid].any()):
         raise ctx.error("a missing value holds bytes (its offsets must be equal)", member=member)
     return off, data, valid
-
-
-def load_utf8(node: dict[str, Any], ctx: LoadContext, length: int) -> tuple[list[str], np.ndarray | None]:
-    """The `length` strings of a "utf8" node (missing rows as "") and its validity (None: all valid)."""
-    offsets, data, valid = utf8_parts(node, ctx, length)
-    return decode_utf8(offsets, data, length, member=node.get("$ref")), valid
