@@ -267,6 +267,9 @@ class ArchiveReader:
             self.on_read(name, view.nbytes)
         return view
 
+    def is_decoded(self, name: str) -> bool:
+        return name in self._decoded
+
     def decode(self, name: str, *, path: str | None = None) -> memoryview:
         """A compressed member's bytes, decompressed (bounded by its declared size) and verified, kept
         for later loads. Thread-safe (decode_ahead.DecodeAhead calls it on worker threads)."""
