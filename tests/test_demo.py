@@ -75,5 +75,5 @@ def test_notebook_executes(tmp_path: Path) -> None:
         for o in cell.get("outputs", [])
     )
     assert "outputs identical; metrics, predictions and embeddings identical" in outputs
-    assert "VerifyResult(OK: 7 members intact)" in outputs
+    assert "VerifyResult(OK: 9 members intact)" in outputs
     assert "<div class='zarchive'>" in outputs  # the archive rendered itself as HTML

@@ -30,8 +30,10 @@ def arrow_strings(
     offsets: np.ndarray, data: memoryview, valid: np.ndarray | None, dtype: pd.StringDtype, *, member: str
 ) -> Any:
     """A pyarrow-storage string array over the column's own buffers, or None without pyarrow."""
+    if dtype.storage != "pyarrow":
+        return None
     pa = _pyarrow()
-    if pa is None or dtype.storage != "pyarrow":
+    if pa is None:
         return None
     length = len(offsets) - 1
     bitmap = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
@@ -48,8 +50,10 @@ def arrow_strings(
 def arrow_buffers(arr: Any) -> tuple[np.ndarray, bytes, np.ndarray | None] | None:
     """(int64 offsets from 0, data, validity or None) of a pyarrow-storage string array; None when the
     array is not one or pyarrow is missing."""
+    if not isinstance(getattr(arr, "dtype", None), pd.StringDtype) or arr.dtype.storage != "pyarrow":
+        return None
     pa = _pyarrow()
-    if pa is None or not isinstance(getattr(arr, "dtype", None), pd.StringDtype) or arr.dtype.storage != "pyarrow":
+    if pa is None:
         return None
     whole = pa.array(arr)
     if isinstance(whole, pa.ChunkedArray):
