@@ -305,6 +305,12 @@ def test_zanj_polars_files_read_as_zanj_reads_them(tmp_path: Path) -> None:
     assert got["nested"]["n"] == 3
     with zarchive.open(path) as arc:
         check_frame(arc["big"], want["big"])
+    from zarchive.convert import convert
+
+    convert(path, tmp_path / "p.zarc")  # `zarchive convert`: the frames become polars nodes
+    with zarchive.open(tmp_path / "p.zarc") as arc:
+        assert arc.node("big")["$type"] == "polars.DataFrame"
+    check_frame(zarchive.read(tmp_path / "p.zarc")["big"], want["big"])
 
 
 def test_hostile_zanj_polars_rows_fail_cleanly(tmp_path: Path) -> None:
