@@ -116,6 +116,11 @@ class _Describer:
             return {"type": type_name(x), "dtype": x.dtype.str, "hex": np.asarray(x).tobytes().hex()}
         if isinstance(x, np.dtype):
             return {"type": "numpy:dtype", "str": "object" if x.kind == "O" else x.str}
+        if type(x).__module__.split(".")[0] == "polars" and type(x).__name__ in ("DataFrame", "Series"):
+            if type(x).__name__ == "DataFrame":
+                return {"type": "polars:DataFrame", "columns": [self.value(s) for s in x.get_columns()]}
+            return {"type": "polars:Series", "name": x.name, "dtype": str(x.dtype),
+                    "values": [self.value(v) for v in x.to_list()]}  # fmt: skip
         if isinstance(x, pd.DataFrame):
             return self.frame(x)
         if isinstance(x, pd.Series):

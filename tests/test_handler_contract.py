@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
+import polars as pl
 import pytest
 import torch
 
@@ -83,6 +84,18 @@ def _check_pandas(obj: Any, back: Any) -> None:
         pd.testing.assert_extension_array_equal(back, obj)
 
 
+def _check_polars(obj: Any, back: Any) -> None:
+    import polars.testing
+
+    assert type(back) is type(obj)
+    if isinstance(obj, pl.DataFrame):
+        polars.testing.assert_frame_equal(back, obj, check_exact=True)
+        assert back.schema == obj.schema
+    else:
+        polars.testing.assert_series_equal(back, obj, check_exact=True)
+        assert back.dtype == obj.dtype
+
+
 # name -> (make the example, compare (original, loaded); None means exact equality via `same`)
 EXAMPLES: dict[str, tuple[Callable[[], Any], Callable[[Any, Any], None] | None]] = {
     "json": (lambda: "text ✓", None),
@@ -110,6 +123,8 @@ EXAMPLES: dict[str, tuple[Callable[[], Any], Callable[[Any, Any], None] | None]]
     "pandas.Index": (lambda: pd.Index(["a", "b"], name="i"), _check_pandas),
     "pandas.array": (lambda: pd.array([1, None, 3], dtype="Int64"), _check_pandas),
     "pandas.scalar": (lambda: pd.Timestamp("2021-03-04 05:06:07.123456789", tz="UTC"), None),
+    "polars.DataFrame": (lambda: pl.DataFrame({"a": [1, None], "b": ["x", None], "c": [[1.5], []]}), _check_polars),
+    "polars.Series": (lambda: pl.Series("s", ["é", None, "z"] * 100, dtype=pl.Categorical), _check_polars),
     "torch.Tensor": (lambda: torch.nn.Parameter(torch.randn(3, 4)), None),
     "torch.device": (lambda: torch.device("cpu"), None),
     "torch.dtype": (lambda: torch.bfloat16, None),
@@ -122,7 +137,7 @@ PLAIN_OUTPUT = {"json", "omegaconf"}
 PROBE_CLASSES: list[type] = [
     int, bool, str, bytes, float, type(None), object, type, list, dict, tuple, set,
     np.ndarray, np.float32, np.dtype, torch.Tensor, torch.nn.Parameter, torch.nn.Linear, torch.device,
-    pd.DataFrame, pd.Series, Mood, Point, Pair, TinyModel, Exception, enum.Enum, zarchive.ZArchive,
+    pd.DataFrame, pd.Series, pl.DataFrame, pl.Series, Mood, Point, Pair, TinyModel, Exception, enum.Enum, zarchive.ZArchive,
 ]  # fmt: skip
 
 

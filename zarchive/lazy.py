@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .browse import TreeBrowser
 from .container.archive_reader import ArchiveReader
+from .container.decode_ahead import DecodeAhead
 from .container.parallel_verify import Prefetch, start_verifying
 from .container.source import LocalFileSource
 from .context import HandlerSource, LoadContext
@@ -177,7 +178,20 @@ class PlannedArchive(TreeBrowser):
     ) -> Any:
         """Load the value at `path`, reading only the members it needs. `root_class`: build the class
         node at `path` as this class (ConfiguredModel.read), which is then trusted."""
+        return self._get(path, map_location=map_location, dtype=dtype, root_class=root_class)
+
+    def _get(self, path: str, *, map_location: Any, dtype: Any, root_class: type | None, ahead: bool = False) -> Any:
+        """get(); `ahead`: decompress the planned compressed members on worker threads (a full read)."""
         plan = self.plan(path, root_class=root_class)
+        reader = self._reader
+        decoding = DecodeAhead(reader, list(plan.members)) if ahead and isinstance(reader, ArchiveReader) else None
+        try:
+            return self._construct(plan, path, map_location, dtype, root_class)
+        finally:
+            if decoding is not None:
+                decoding.close()
+
+    def _construct(self, plan: Plan, path: str, map_location: Any, dtype: Any, root_class: type | None) -> Any:
         policy = self._policy if root_class is None else self._policy.with_root_class(root_class)
         ctx = LoadContext(
             self._registry,
@@ -367,7 +381,7 @@ class LazyArchive(PlannedArchive):
             self._reader.whole_member = prefetch.member
             try:
                 try:
-                    value = self.get("", map_location=map_location, dtype=dtype, root_class=root_class)
+                    value = self._get("", map_location=map_location, dtype=dtype, root_class=root_class, ahead=True)
                 except BaseException:
                     prefetch.finish()  # damage or a truncated file found meanwhile explains a failure best
                     raise
@@ -377,12 +391,12 @@ class LazyArchive(PlannedArchive):
                 prefetch.close()
             return value
         if not (self._settings.verify and source.mapped):
-            return self.get("", map_location=map_location, dtype=dtype, root_class=root_class)
+            return self._get("", map_location=map_location, dtype=dtype, root_class=root_class, ahead=True)
         # all will be read: checksum on the other cores while the objects are built; hand them out
         # only once every checksum passed (damage found meanwhile explains a failed load best)
         pending = start_verifying(self._reader, skip=self._export_members())
         try:
-            value = self.get("", map_location=map_location, dtype=dtype, root_class=root_class)
+            value = self._get("", map_location=map_location, dtype=dtype, root_class=root_class, ahead=True)
         except BaseException:
             pending.wait()
             raise

@@ -103,7 +103,7 @@ def python_types() -> dict[str, Any]:
         "complex_special": complex(float("inf"), float("nan")),
         "datetime_naive": dt.datetime(2024, 2, 29, 13, 45, 30, 123456),
         "datetime_zone": dt.datetime(2024, 10, 27, 2, 30, tzinfo=zoneinfo.ZoneInfo("Europe/Paris"), fold=1),
-        "datetime_utc": dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc),
+        "datetime_utc": dt.datetime(2024, 1, 1, tzinfo=dt.UTC),
         "datetime_offset": dt.datetime(2024, 1, 1, 12, tzinfo=dt.timezone(dt.timedelta(hours=5, minutes=30))),
         "datetime_offset_named": dt.datetime(2024, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=-5), "EST")),
         "date": dt.date(1999, 12, 31),
@@ -414,3 +414,58 @@ def tensor_tables_split() -> dict[str, Any]:
     state["139.weight"] = state["0.weight"]
     counts = {f"c{i}": torch.full((16,), i - 150, dtype=torch.int64) for i in range(300)}
     return {"model": state, "counts": counts}
+
+
+def columns_text() -> dict[str, Any]:
+    """Format 1.3: text columns in Arrow's string layout ("utf8": offsets, a UTF-8 data member, a
+    validity array where values are missing): str with NaN, string with NA, an object column of str
+    with None, non-ASCII text, empty strings, a column with no missing value, a Series on its own."""
+    words = ["alpha", "Grüße", "日本語", "", "emoji 🎉", 'say "hi"', "new\nline", "\x00nul"]
+    text = [f"{words[i % len(words)]}{i}" if i % 7 else "" for i in range(12)]
+    with_missing = [None if i % 5 == 0 else t for i, t in enumerate(text)]
+    frame = pd.DataFrame(
+        {
+            "str": pd.array(with_missing, dtype="str"),
+            "string": pd.array(with_missing, dtype="string"),
+            "object": pd.Series(with_missing, dtype=object),
+            "full": pd.array(text, dtype="str"),
+            "n": np.arange(12, dtype=np.int64),
+        }
+    )
+    return {"frame": frame, "series": pd.Series(pd.array(text[::-1], dtype="string"), name="rev")}
+
+
+def columns_polars() -> dict[str, Any]:
+    """Format 1.3: polars DataFrame and Series (spec/polars.md), one column of each supported dtype,
+    nulls in each, text in Arrow's string layout (long columns) and inline (short ones)."""
+    import datetime as dt
+
+    import polars as pl
+
+    def rep(values: list[Any], n: int = 8) -> list[Any]:
+        return (values * n)[:n]
+
+    frame = pl.DataFrame(
+        [
+            pl.Series("i8", rep([-128, None, 127]), dtype=pl.Int8),
+            pl.Series("u64", rep([2**64 - 1, None, 0]), dtype=pl.UInt64),
+            pl.Series("f32", rep([1.5, None, float("-inf")]), dtype=pl.Float32),
+            pl.Series("f64", rep([-0.0, None, 1e300]), dtype=pl.Float64),
+            pl.Series("bool", rep([True, None, False]), dtype=pl.Boolean),
+            pl.Series("str", rep(["Grüße 🎉", None, ""]), dtype=pl.String),
+            pl.Series("cat", rep(["x", None, "y"]), dtype=pl.Categorical),
+            pl.Series("enum", rep(["b", None, "a"]), dtype=pl.Enum(["a", "b", "c"])),
+            pl.Series("date", rep([dt.date(2024, 2, 29), None, dt.date(1969, 12, 31)]), dtype=pl.Date),
+            pl.Series("time", rep([dt.time(1, 2, 3, 4), None, dt.time(23, 59)]), dtype=pl.Time),
+            pl.Series("dt_tz", rep([dt.datetime(2024, 3, 31, 2, 30), None, dt.datetime(1900, 1, 1)]),
+                      dtype=pl.Datetime("ns", "Europe/Paris")),
+            pl.Series("dt", rep([dt.datetime(2024, 1, 1, 0, 0, 0, 1000), None, dt.datetime(1970, 1, 1)]),
+                      dtype=pl.Datetime("ms")),
+            pl.Series("dur", rep([dt.timedelta(days=-3), None, dt.timedelta(microseconds=1)]), dtype=pl.Duration("us")),
+            pl.Series("list", rep([[1, None], [], None]), dtype=pl.List(pl.Int32)),
+            pl.Series("struct", rep([{"a": 1, "b": "x"}, None, {"a": None, "b": "y"}]),
+                      dtype=pl.Struct({"a": pl.Int64, "b": pl.String})),
+            pl.Series("null", [None] * 8, dtype=pl.Null),
+        ]
+    )  # fmt: skip
+    return {"frame": frame, "text": pl.Series("text", rep(["alpha", None, "日本語", ""], 40), dtype=pl.String)}

@@ -93,6 +93,13 @@ EXAMPLES: tuple[Example, ...] = (
             builders.tiny_net, variants=("",), write=builders.write_exports),
     Example("zanj_records_model", "format 1.3: a ConfiguredModel with training_records (losses, a step count, "
             "a dict)", builders.records_model),
+    Example("columns_text", "format 1.3: text columns in Arrow's string layout (offsets, a UTF-8 data member, a "
+            "validity array): str, string and object text with missing values, non-ASCII and empty strings, a "
+            "Series", builders.columns_text, settings={"external_list_threshold": 4}),
+    Example("columns_polars", "format 1.3: a polars DataFrame with a column of each supported dtype (ints, floats, "
+            "Boolean, String, Categorical, Enum, Date, Time, Datetime with a zone, Duration, List, Struct, Null) with "
+            "nulls, and a polars Series of text in Arrow's string layout", builders.columns_polars,
+            settings={"external_list_threshold": 4}),
 )  # fmt: skip
 
 

@@ -90,7 +90,7 @@ def column_keys(labels: list[Any]) -> list[str]:
 def zone(tz: Any) -> Any:
     """A time zone: its IANA name where it has one, else its fixed offset and name."""
     key = getattr(tz, "key", None) or getattr(tz, "zone", None)  # zoneinfo, pytz
-    if key is None and tz is dt.timezone.utc:
+    if key is None and tz is dt.UTC:
         key = "UTC"
     if key is not None:
         return key
@@ -168,6 +168,8 @@ class Describer:
             return {"kind": "numpy.scalar", "dtype": x.dtype.str, "hex": le_bytes(np.asarray(x)).hex()}
         if isinstance(x, np.dtype):
             return {"kind": "numpy.dtype", "value": "object" if x.kind == "O" else x.str}
+        if t.__module__.split(".")[0] == "polars" and t.__name__ in ("DataFrame", "Series"):
+            return self.polars(x, p)
         if isinstance(x, pd.DataFrame):
             return self.frame(x, p)
         if isinstance(x, pd.Series):
@@ -215,6 +217,18 @@ class Describer:
         if t in (dict, OrderedDict, defaultdict):
             return self.dict(x, path)
         raise TypeError(f"make_neutral cannot describe a {t.__module__}.{t.__qualname__}")
+
+    def polars(self, x: Any, path: str | None) -> D:
+        """A polars DataFrame (its columns) or Series: name, dtype as spec/polars.md writes it, values."""
+        from zarchive.handlers.polars_ import dtype_json
+
+        if type(x).__name__ == "DataFrame":
+            return {
+                "kind": "polars.DataFrame",
+                "columns": [self.polars(s, child(path, s.name)) for s in x.get_columns()],
+            }
+        return {"kind": "polars.Series", "name": x.name, "dtype": dtype_json(x.dtype),
+                "values": [self.value(v, None) for v in x.to_list()]}  # fmt: skip
 
     def fields(self, x: Any, names: Any, path: str | None) -> list[Any]:
         return [[n, self.value(getattr(x, n), child(path, n))] for n in names]

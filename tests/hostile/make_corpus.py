@@ -26,6 +26,7 @@ if __package__ in (None, ""):  # run as a script
 
 from hostile.cases_bounded import bounded_cases
 from hostile.cases_exports import export_cases
+from hostile.cases_columns import column_cases
 from hostile.cases_member import member_cases
 from hostile.cases_zip import zip_cases
 from hostile.craft import (
@@ -313,6 +314,7 @@ case("dollar_keys_without_type", "FormatError", "no '\\$type'")(lambda: with_roo
 CASES += [Case(*c) for c in zip_cases(base, valid_entries)]
 CASES += [Case(*c) for c in member_cases(base, with_root)]
 CASES += [Case(*c) for c in export_cases(base)]  # format 1.3 exports (tests/hostile/cases_exports.py)
+CASES += [Case(*c) for c in column_cases()]  # format 1.3 text columns (tests/hostile/cases_columns.py)
 
 # --- work bounds (tests/hostile/cases_bounded.py; tests/test_bounded.py) ---------------------------------
 CASES += [Case(*c) for c in bounded_cases(base, with_root)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 from ..errors import FormatError, IntegrityError, MemberNotFoundError, UnsafeArchiveError, VersionError
@@ -56,6 +57,8 @@ class ArchiveReader:
         # during a full read of an unmapped local file: a member's whole bytes, read and checked
         # (parallel_verify.Prefetch.member), or None when it does not hold that member
         self.whole_member: Callable[[str], memoryview | None] | None = None
+        # during a full read: compressed members being decompressed on worker threads (DecodeAhead)
+        self.decoding: dict[str, Future[memoryview]] = {}
         for required in (MANIFEST_NAME, METADATA_NAME):
             if required not in self.zip.members:
                 raise FormatError(f"the archive has no {required!r}: not a zarchive file", member=required)
@@ -265,6 +268,19 @@ class ArchiveReader:
                 member=name,
                 path=path,
             )
+        ahead = self.decoding.pop(name, None)
+        view = ahead.result() if ahead is not None else self.decode(name, path=path)
+        if self.on_read is not None:
+            self.on_read(name, view.nbytes)
+        return view
+
+    def is_decoded(self, name: str) -> bool:
+        return name in self._decoded
+
+    def decode(self, name: str, *, path: str | None = None) -> memoryview:
+        """A compressed member's bytes, decompressed (bounded by its declared size) and verified, kept
+        for later loads. Thread-safe (decode_ahead.DecodeAhead calls it on worker threads)."""
+        entry = self.metadata["members"][name]
         raw = self.zip.view(name)
         if self.verify and crc32(raw) != self.zip.members[name].crc:
             raise IntegrityError("compressed bytes do not match their checksum (damaged file)", member=name, path=path)
@@ -275,8 +291,6 @@ class ArchiveReader:
         if holds_json(name):  # its caller parses it next
             self.budget.charge_json(view, member=name)
         self._decoded[name] = view
-        if self.on_read is not None:
-            self.on_read(name, view.nbytes)
         return view
 
     def forget(self, name: str) -> None:

@@ -28,11 +28,13 @@ import pandas as pd
 from pandas.api.extensions import ExtensionArray
 
 from .._compat import pandas as pandas_compat
+from ..container.utf8_column import decode_utf8
 from ..context import LoadContext, Node, SaveContext
 from ..nodes.tables import PandasArraySchema
 from .base import Handler, expect
+from .pandas_arrow import arrow_buffers, arrow_strings
 from .pandas_scalars import check_freq, check_unit, tz_fields, tz_from
-from .pandas_text import decode_strings, encode_strings
+from .pandas_text import decode_strings, encode_strings, save_utf8, save_utf8_buffers, utf8_parts
 
 NUMPY_KINDS = frozenset("biufcmMO")
 _MASKED: dict[str, tuple[type, np.dtype]] = {
@@ -130,6 +132,10 @@ class PandasArrayHandler(PandasArraySchema, Handler):
             raise ctx.error(problem)
         if isinstance(dtype, pd.StringDtype):
             extra = {"storage": dtype.storage, "na_value": "NA" if dtype.na_value is pd.NA else "nan"}
+            buffers = arrow_buffers(arr) if len(arr) > ctx.settings.external_list_threshold else None
+            if buffers is not None:  # pyarrow storage: the array's own offsets and data
+                fields = {k: v for k, v in head.items() if k != "$type"} | extra
+                return save_utf8_buffers(self.name, fields, *buffers, ctx)
             mask = np.asarray(arr.isna(), dtype=bool)
             values = pandas_compat.string_object_values(arr)  # python storage: the object array itself
             if values is None:
@@ -186,15 +192,17 @@ class PandasArrayHandler(PandasArraySchema, Handler):
         """`values`: object array of str wherever `mask` is not set."""
         has_missing = bool(mask.any())
         present = (values[~mask] if has_missing else values).tolist()
-        fields = {
-            **{k: v for k, v in head.items() if k != "$type"},
-            "layout": "strings",
-            **extra,
-            "count": len(present),
-        }
+        base = {**{k: v for k, v in head.items() if k != "$type"}, **extra}
+        inline = len(present) <= ctx.settings.external_list_threshold
+        if not inline:
+            try:  # Arrow's layout (format 1.3); a lone surrogate needs the escaped .jsonl below
+                return save_utf8(self.name, base, present, ~mask if has_missing else None, ctx)
+            except UnicodeEncodeError:
+                pass
+        fields = {**base, "layout": "strings", "count": len(present)}
         if has_missing:
             fields["mask"] = ctx.save(mask, "mask")
-        if len(present) <= ctx.settings.external_list_threshold and _utf8_ok(present):
+        if inline and _utf8_ok(present):
             return {"$type": self.name, **fields, "values": present}
         data = encode_strings(present)
         plan = ctx.add_member("jsonl", lambda: [(None, memoryview(data))], compress="always")
@@ -206,7 +214,7 @@ class PandasArrayHandler(PandasArraySchema, Handler):
         if length < 0:
             raise ctx.error("negative length")
         layout = node.get("layout")
-        if layout == "strings":
+        if layout in ("strings", "utf8"):
             return self._load_strings(node, length, ctx)
         if layout == "items":
             items = ctx.load(node.get("items"), "items")
@@ -255,6 +263,31 @@ class PandasArrayHandler(PandasArraySchema, Handler):
         raise ctx.error(f"unknown pandas array layout {str(layout)[:20]!r}")
 
     def _load_strings(self, node: dict[str, Any], length: int, ctx: LoadContext) -> Any:
+        dtype, na = _string_dtype(node, ctx)
+        if node["layout"] == "utf8":
+            offsets, data, valid = utf8_parts(node, ctx, length)
+            adopted = None if dtype is None else arrow_strings(offsets, data, valid, dtype, member=node["$ref"])
+            if adopted is not None:  # pyarrow storage: pandas takes the column's own buffers
+                return adopted
+            present = decode_utf8(offsets, data, length, member=node["$ref"])  # missing ones as "", masked below
+            mask = None if valid is None else ~valid
+        else:
+            mask, present = self._strings_present(node, length, ctx)
+        if mask is None or len(present) == length:
+            out = np.array(present, dtype=object) if present else np.empty(0, dtype=object)
+            if mask is not None:
+                out[mask] = na
+        else:
+            out = np.empty(length, dtype=object)
+            out[~mask] = np.array(present, dtype=object) if present else []
+            out[mask] = na
+        if dtype is None:
+            return pd.arrays.NumpyExtensionArray(out)
+        if dtype.storage == "python":  # every item is a str the reader made, or the missing value
+            return pandas_compat.string_array_unchecked(out, dtype)
+        return pd.array(out, dtype=dtype)
+
+    def _strings_present(self, node: dict[str, Any], length: int, ctx: LoadContext) -> tuple[Any, list[str]]:
         count = expect(node, "count", int, ctx)
         mask = _mask(node, ctx, length)
         missing = 0 if mask is None else int(np.count_nonzero(mask))
@@ -268,33 +301,28 @@ class PandasArrayHandler(PandasArraySchema, Handler):
             present = expect(node, "values", list, ctx)
             if len(present) != count or not all(type(v) is str for v in present):
                 raise ctx.error(f"'values' must be {count} strings")
-        dtype_name = node.get("dtype")
-        if dtype_name == "object":
-            missing = node.get("missing", "None")
-            if missing not in ("None", "NaN"):
-                raise ctx.error(f"bad missing-value marker {str(missing)[:20]!r}")
-            na: Any = None if missing == "None" else np.nan
-            dtype: Any = None
-        else:
-            storage, na_text = node.get("storage"), node.get("na_value")
-            if storage not in ("python", "pyarrow") or na_text not in ("nan", "NA"):
-                raise ctx.error("bad string storage or na_value")
-            na = pd.NA if na_text == "NA" else np.nan
-            if storage == "pyarrow" and not _has_pyarrow():
-                ctx.mismatch("strings saved with pyarrow storage are loaded with python storage (pyarrow is missing)")
-                storage = "python"
-            dtype = pd.StringDtype(storage, na_value=na)
-        if mask is None:
-            out = np.array(present, dtype=object) if present else np.empty(0, dtype=object)
-        else:
-            out = np.empty(length, dtype=object)
-            out[~mask] = np.array(present, dtype=object) if present else []
-            out[mask] = na
-        if dtype is None:
-            return pd.arrays.NumpyExtensionArray(out)
-        if dtype.storage == "python":
-            return pd.arrays.StringArray(out, dtype=dtype)
-        return pd.array(out, dtype=dtype)
+        return mask, present
+
+
+def _string_dtype(node: dict[str, Any], ctx: LoadContext) -> tuple[Any, Any]:
+    """(StringDtype, or None for an object column; the missing value) of a text node."""
+    dtype_name = node.get("dtype")
+    if dtype_name == "object":
+        missing = node.get("missing", "None")
+        if missing not in ("None", "NaN"):
+            raise ctx.error(f"bad missing-value marker {str(missing)[:20]!r}")
+        na: Any = None if missing == "None" else np.nan
+        dtype: Any = None
+    else:
+        storage, na_text = node.get("storage"), node.get("na_value")
+        if storage not in ("python", "pyarrow") or na_text not in ("nan", "NA"):
+            raise ctx.error("bad string storage or na_value")
+        na = pd.NA if na_text == "NA" else np.nan
+        if storage == "pyarrow" and not _has_pyarrow():
+            ctx.mismatch("strings saved with pyarrow storage are loaded with python storage (pyarrow is missing)")
+            storage = "python"
+        dtype = pd.StringDtype(storage, na_value=na)
+    return dtype, na
 
 
 def _uniform_missing(items: list[Any]) -> str | None:

@@ -1,4 +1,7 @@
-"""String columns as `.jsonl` text, written and read at C speed.
+"""String columns: in Arrow's string layout ("utf8", format 1.3: offsets plus one UTF-8 buffer) and as
+`.jsonl` text (the "strings" layout of format 1.0, still read), both written and read at C speed.
+
+The "utf8" helpers at the end know nothing of pandas: the polars handler stores its text the same way.
 
 A string member holds the column's non-missing values, one JSON string per line, in row order (where
 values are missing is a separate boolean mask, like the nullable numeric columns). Any JSON reader
@@ -16,10 +19,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from ..container.jsontext import decode_jsonl
+from ..container.utf8_column import check_offsets, encode_utf8
+from ..context import LoadContext, Node, SaveContext
 from ..errors import FormatError
 
 _encode_str = json.encoder.encode_basestring  # type: ignore[attr-defined]  # C, keeps non-ASCII
@@ -74,3 +80,59 @@ def decode_strings(data: memoryview | bytes, count: int, *, member: str) -> list
     if not all(type(v) is str for v in values):
         raise FormatError("a string member holds a value that is not a string", member=member)
     return values
+
+
+# --- the "utf8" layout (format 1.3): Arrow's string layout, see container/utf8_column.py ---
+
+
+def save_utf8(
+    type_name: str, fields: dict[str, Any], present: Sequence[str], valid: np.ndarray | None, ctx: SaveContext
+) -> Node:
+    """A node of `fields` plus a text column in the "utf8" layout: `offsets` (int64, one more than the
+    rows), `valid` (bool, true where a value is present; left out when every row is) and the data
+    member (`$ref`, `nbytes`). `present`: the strings of the valid rows. UnicodeEncodeError for a
+    string that UTF-8 cannot hold."""
+    offsets, data = encode_utf8(present, valid)
+    return save_utf8_buffers(type_name, fields, offsets, data, valid, ctx)
+
+
+def save_utf8_buffers(
+    type_name: str, fields: dict[str, Any], offsets: np.ndarray, data: bytes, valid: np.ndarray | None, ctx: SaveContext
+) -> Node:
+    """As save_utf8, from the column's buffers (int64 offsets from 0 and the data)."""
+    node = {**fields, "layout": "utf8"}
+    if valid is not None:
+        node["valid"] = ctx.save(valid, "valid")
+    node["offsets"] = ctx.save(offsets, "offsets")
+    plan = ctx.add_member("utf8", lambda: [(None, memoryview(data))], compress="try")
+    return ctx.ref_node(plan, type_name, **node, nbytes=len(data))
+
+
+def utf8_parts(node: dict[str, Any], ctx: LoadContext, length: int) -> tuple[np.ndarray, memoryview, np.ndarray | None]:
+    """The offsets, the data and the validity (None: all valid) of a "utf8" node, the validity checked
+    against the offsets (a missing value holds no bytes); the offsets are checked when decoded."""
+    valid = None
+    if "valid" in node:
+        ctx.path.append("valid")
+        try:
+            valid = ctx.load(node["valid"])
+            if not isinstance(valid, np.ndarray) or valid.dtype != np.bool_ or valid.shape != (length,):
+                raise ctx.error(f"'valid' must be a bool array of {length} values")
+        finally:
+            ctx.path.pop()
+    ctx.path.append("offsets")
+    try:
+        offsets = ctx.load(node.get("offsets"))
+        if not isinstance(offsets, np.ndarray):
+            raise ctx.error("'offsets' must be an integer array")
+    finally:
+        ctx.path.pop()
+    member = node.get("$ref")
+    nbytes = node.get("nbytes")
+    if type(nbytes) is not int or nbytes < 0:
+        raise ctx.error("a 'utf8' node needs 'nbytes', the size of its data member")
+    data = ctx.member_bytes(member, expected_size=nbytes, shared=True)
+    off = check_offsets(offsets, len(data), length, member=member)
+    if valid is not None and length and bool((off[1:] != off[:-1])[~valid].any()):
+        raise ctx.error("a missing value holds bytes (its offsets must be equal)", member=member)
+    return off, data, valid

@@ -14,6 +14,7 @@ from .arrays import (
 )
 from .base import MISSING, NodeSchema
 from .classes import ConfiguredModelSchema, DataclassSchema, EnumSchema, NamedTupleSchema, OmegaConfSchema
+from .polars_nodes import PolarsFrameSchema, PolarsSeriesSchema
 from .tables import (
     PandasArraySchema,
     PandasFrameSchema,
@@ -45,6 +46,7 @@ BUILTIN_SCHEMAS: dict[str, NodeSchema] = {
         NumpyArraySchema(), NumpyScalarSchema(), NumpyDtypeSchema(),
         TensorSchema(), TorchDeviceSchema(), TorchDtypeSchema(), TorchSizeSchema(),
         PandasFrameSchema(), PandasSeriesSchema(), PandasIndexSchema(), PandasArraySchema(), PandasScalarSchema(),
+        PolarsFrameSchema(), PolarsSeriesSchema(),
     )
 }  # fmt: skip
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import NodeSchema
+from .base import NodeSchema, PlanSink
+from .columns import plan_utf8
 
 
 class PandasIndexSchema(NodeSchema):
@@ -69,6 +70,16 @@ class PandasFrameSchema(NodeSchema):
 
 class PandasArraySchema(NodeSchema):
     name = "pandas.array"
+    since = "1.3"  # layout "utf8": text in Arrow's string layout
+
+    def plan(self, node: dict[str, Any], p: PlanSink) -> None:
+        if node.get("layout") == "utf8":
+            plan_utf8(node, p)
+            for k, v in node.items():  # nothing else in the node names members or nodes
+                if k not in ("$ref", "offsets", "valid") and isinstance(v, (dict, list)):
+                    raise p.error(f"unexpected field {k!r} in a 'utf8' pandas array")
+            return
+        p.walk_fields(node)
 
     def summary(self, node: dict[str, Any]) -> str:
         where = f" -> {node['$ref']}" if "$ref" in node else ""

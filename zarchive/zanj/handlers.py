@@ -3,7 +3,7 @@
 Each handler is the schema of its node type (zanj.nodes) plus `load`. `.npy` members go through
 zarchive's own header parser (never numpy's pickle fallback); classes are the ones the plan found and
 checked (`ctx.resolve_class`), never imported; tuples come back as lists, as ZANJ writes them, except
-in a dataclass field declared a tuple. torch and pandas are imported only to build a tensor or a table.
+in a dataclass field declared a tuple. torch, pandas and polars are imported only to build a tensor or a table.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from .nodes import (
     ZanjExternalListSchema,
     ZanjFrameSchema,
     ZanjModelSchema,
+    ZanjPolarsFrameSchema,
     ZanjSetSchema,
     ZanjTensorSchema,
     ZanjUnknownSchema,
@@ -129,26 +130,49 @@ def _json_key(col: Any) -> str:
     return repr(col) if isinstance(col, float) else str(col)
 
 
+def _records(node: dict[str, Any], ctx: LoadContext) -> tuple[list[dict[str, Any]], list[Any]]:
+    """A ZANJ table's rows (JSON objects) and its column labels."""
+    records: Any = node.get("data")
+    if REF_KEY in node:
+        member = jsonl_member(node[REF_KEY], ctx.path_str)
+        records = parse_jsonl(ctx.member_bytes(member, shared=True), member)
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise ctx.error("a DataFrame's rows must be a list of JSON objects")
+    columns = node.get("columns")
+    if columns is None:
+        columns = list(dict.fromkeys(k for r in records for k in r))
+    if not isinstance(columns, list) or not all(isinstance(c, (str, int, float, bool)) or c is None for c in columns):
+        raise ctx.error("a DataFrame's columns must be a list of JSON scalars")
+    return records, columns
+
+
 class ZanjFrameHandler(ZanjReading, ZanjFrameSchema, Handler):
     def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
         import pandas as pd
 
-        records: Any = node.get("data")
-        if REF_KEY in node:
-            member = jsonl_member(node[REF_KEY], ctx.path_str)
-            records = parse_jsonl(ctx.member_bytes(member, shared=True), member)
-        if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
-            raise ctx.error("a DataFrame's rows must be a list of JSON objects")
-        columns = node.get("columns")
-        if columns is None:
-            columns = list(dict.fromkeys(k for r in records for k in r))
-        if not isinstance(columns, list) or not all(
-            isinstance(c, (str, int, float, bool)) or c is None for c in columns
-        ):
-            raise ctx.error("a DataFrame's columns must be a list of JSON scalars")
+        records, columns = _records(node, ctx)
         keys = [_json_key(c) for c in columns]
         rows = [[r.get(k) for k in keys] for r in records]
         return pd.DataFrame.from_records(rows, columns=columns) if rows else pd.DataFrame(columns=columns)
+
+
+class ZanjPolarsFrameHandler(ZanjReading, ZanjPolarsFrameSchema, Handler):
+    """A polars DataFrame as ZANJ 0.6 writes it: its rows as JSON objects. Built as ZANJ builds it
+    (polars infers the dtypes from the values; a frame without rows has String columns)."""
+
+    def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
+        from ..handlers.polars_ import polars_module
+
+        pl = polars_module()
+        records, columns = _records(node, ctx)
+        if not all(isinstance(c, str) for c in columns) or len(set(columns)) != len(columns):
+            raise ctx.error("a polars DataFrame's columns must be unique strings")
+        try:
+            if not records:
+                return pl.DataFrame(schema=dict.fromkeys(columns, pl.String))
+            return pl.DataFrame({c: [r.get(c) for r in records] for c in columns})
+        except (pl.exceptions.PolarsError, TypeError, ValueError, OverflowError) as e:
+            raise ctx.error(f"polars cannot build the table: {type(e).__name__}: {str(e)[:200]}") from None
 
 
 class ZanjExternalListHandler(ZanjReading, ZanjExternalListSchema, Handler):
@@ -240,6 +264,7 @@ HANDLERS: tuple[type[Handler], ...] = (
     ZanjArrayHandler,
     ZanjTensorHandler,
     ZanjFrameHandler,
+    ZanjPolarsFrameHandler,
     ZanjExternalListHandler,
     ZanjSetHandler,
     ZanjDataclassHandler,

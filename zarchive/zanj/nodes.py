@@ -34,7 +34,7 @@ Unknown = str  # "error": a format this reader does not know is an UnknownTypeEr
 
 def node_kind(node: Any) -> str:
     """What a ZANJ JSON node holds: 'json', 'list', 'dict', 'array', 'tensor', 'dataframe',
-    'external_list', 'set', 'dataclass', 'model', or 'unknown' (a format this reader does not know)."""
+    'polars_dataframe', 'external_list', 'set', 'dataclass', 'model', or 'unknown' (a format this reader does not know)."""
     if isinstance(node, list):
         return "list"
     if not isinstance(node, dict):
@@ -51,6 +51,8 @@ def node_kind(node: Any) -> str:
         return "tensor"
     if base == "pandas.DataFrame":
         return "dataframe"
+    if base == "polars.DataFrame":
+        return "polars_dataframe"
     if base in ("list", "tuple") and mode == "external":
         return "external_list"
     if fmt in ("set", "frozenset"):
@@ -261,6 +263,12 @@ class ZanjFrameSchema(ZanjSchema):
         return f"DataFrame {rows} rows x {ncols} columns{self._where(node)}"
 
 
+class ZanjPolarsFrameSchema(ZanjFrameSchema):
+    """{"__muutils_format__": "polars.DataFrame:external", "columns", "$ref" (a .jsonl of rows) or "data"}"""
+
+    name = "zanj.polars_dataframe"
+
+
 class ZanjExternalListSchema(ZanjSchema):
     """{"__muutils_format__": "list:external" or "tuple:external", "$ref": a .jsonl member of nodes}"""
 
@@ -377,6 +385,7 @@ SCHEMAS: tuple[type[ZanjSchema], ...] = (
     ZanjArraySchema,
     ZanjTensorSchema,
     ZanjFrameSchema,
+    ZanjPolarsFrameSchema,
     ZanjExternalListSchema,
     ZanjSetSchema,
     ZanjDataclassSchema,

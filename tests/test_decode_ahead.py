@@ -1,0 +1,68 @@
+"""Full reads decompress the planned compressed members on worker threads (container/decode_ahead.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hostile.craft import pack, unpack
+
+import zarchive
+from zarchive.container import decode_ahead
+from zarchive.container.archive_reader import ArchiveReader
+from zarchive.container.decode_ahead import DecodeAhead
+from zarchive.container.source import open_local
+
+
+def _value() -> dict[str, np.ndarray]:
+    return {f"c{i}": np.arange(300_000, dtype=np.int64) % (i + 3) for i in range(3)}  # compressible ints
+
+
+def test_a_full_read_takes_the_members_decoded_ahead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(decode_ahead, "AHEAD_ABOVE", 0)
+    value = _value()
+    zarchive.save(value, tmp_path / "a.zarc", durable=False)
+    decoded_on: list[str] = []
+    real = ArchiveReader.decode
+
+    def spy(self: ArchiveReader, name: str, **kw: object) -> memoryview:
+        import threading
+
+        decoded_on.append(threading.current_thread().name)
+        return real(self, name, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ArchiveReader, "decode", spy)
+    back = zarchive.read(tmp_path / "a.zarc")
+    assert all(np.array_equal(back[k], value[k]) for k in value)
+    assert len(decoded_on) == 3 and all(n.startswith("zarchive-decode") for n in decoded_on), decoded_on
+
+
+def test_only_planned_members_are_decoded(tmp_path: Path) -> None:
+    zarchive.save(_value(), tmp_path / "a.zarc", durable=False)
+    reader = ArchiveReader(open_local(str(tmp_path / "a.zarc"), mmap=True))
+    try:
+        names = sorted(n for n in reader.metadata["members"] if n.endswith(".zst"))
+        assert len(names) == 3
+        ahead = DecodeAhead(reader, names[:1], workers=2, min_bytes=0)
+        reader.member_bytes(names[0])
+        ahead.close()
+        assert reader.is_decoded(names[0]) and not any(reader.is_decoded(n) for n in names[1:])
+        assert reader.decoding == {}
+    finally:
+        reader.close()
+
+
+def test_damage_found_ahead_names_the_member(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(decode_ahead, "AHEAD_ABOVE", 0)
+    zarchive.save(_value(), tmp_path / "a.zarc", durable=False)
+    parts = unpack((tmp_path / "a.zarc").read_bytes())
+    name = sorted(n for n in parts.members if n.endswith(".zst"))[1]
+
+    def lie(meta: dict) -> None:
+        meta["members"][name]["content_crc32"] = "00000000"
+
+    (tmp_path / "bad.zarc").write_bytes(pack(parts, meta_edit=lie))
+    with pytest.raises(zarchive.IntegrityError) as err:
+        zarchive.read(tmp_path / "bad.zarc")
+    assert err.value.member == name

@@ -1,0 +1,54 @@
+"""A full read decompresses its compressed members ahead, on worker threads.
+
+zstd and the CRC release the GIL, so while the caller builds objects from one member (turning a text
+column into Python strings holds the GIL), the next members are decompressed and verified on the
+other cores. `ArchiveReader.member_bytes` waits for a member's future instead of decoding it again;
+errors surface there, as they would have. Only the members the read's plan needs are decoded (what
+max_read_bytes was checked against), in the order the plan met them, which is the order the read
+asks for them.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+from .archive_reader import ArchiveReader
+
+AHEAD_ABOVE = 4 << 20  # compressed members smaller than this in all are decoded on the calling thread
+
+
+class DecodeAhead:
+    """Decode `planned` (the members a read's plan needs, in the order it needs them: only what the
+    plan counted against max_read_bytes) ahead of the read."""
+
+    def __init__(
+        self, reader: ArchiveReader, planned: list[str], workers: int | None = None, min_bytes: int | None = None
+    ) -> None:
+        self._reader = reader
+        members = reader.metadata["members"]
+        todo = [
+            name
+            for name in planned
+            if isinstance(members.get(name), dict)
+            and members[name].get("codec") not in (None, "none")
+            and name in reader.zip.members
+            and members[name].get("size", 0) <= reader.max_decompressed
+            and name not in reader.decoding
+            and not reader.is_decoded(name)
+        ]
+        workers = workers or min(4, os.cpu_count() or 1)
+        total = sum(reader.zip.members[name].size for name in todo)
+        self._pool = None
+        if todo and workers > 1 and total >= (AHEAD_ABOVE if min_bytes is None else min_bytes):
+            self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zarchive-decode")
+            for name in todo:
+                reader.decoding[name] = self._pool.submit(reader.decode, name)
+
+    def close(self) -> None:
+        """Cancel what was not asked for (a failed or lazy-ending read) and free the threads."""
+        for future in self._reader.decoding.values():
+            future.cancel()
+        self._reader.decoding.clear()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
