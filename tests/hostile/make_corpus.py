@@ -25,8 +25,8 @@ if __package__ in (None, ""):  # run as a script
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from hostile.cases_bounded import bounded_cases
-from hostile.cases_exports import export_cases
 from hostile.cases_columns import column_cases
+from hostile.cases_exports import export_cases
 from hostile.cases_member import member_cases
 from hostile.cases_zip import zip_cases
 from hostile.craft import (
