@@ -197,13 +197,14 @@ class ZArchive:
             with gc_paused():
                 reader = ArchiveReader(source, verify=self.settings.verify, max_decompressed=self.max_decompressed)
         except FormatError:
+            from .foreign import open_if_foreign  # torch.save, .safetensors, .npy, .npz (known by their bytes)
             from .zanj import open_if_zanj  # a ZANJ file (known by its members) gets the ZANJ reader
 
-            zanj = open_if_zanj(source, self, policy)
-            if zanj is None:
+            opened = open_if_zanj(source, self, policy) or open_if_foreign(source, self, policy)
+            if opened is None:
                 source.close()
                 raise
-            return zanj
+            return opened
         except BaseException:
             source.close()
             raise

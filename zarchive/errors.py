@@ -95,3 +95,9 @@ class DeviceError(ZArchiveError, RuntimeError):
 class UnsupportedDtypeError(ZArchiveError, TypeError):
     """A tensor's dtype cannot be read as the kind of array asked for (e.g. bfloat16 as a numpy array
     without the ml_dtypes package, or a sub-byte integer dtype numpy has no type for)."""
+
+
+class RefusedPickleError(UnsafeArchiveError):
+    """A torch.save file's pickle names something zarchive's restricted reader does not build (any
+    class or function beyond tensors, parameters, dtypes, devices, sizes and plain containers, the
+    set `torch.load(weights_only=True)` accepts for weights): refused before anything runs."""
