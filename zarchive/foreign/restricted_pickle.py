@@ -291,6 +291,10 @@ def _binpersid(r: _Reader) -> None:
     r.push(r.rules.persistent(r.pop()))
 
 
+def _pop_mark(r: _Reader) -> None:
+    r.pop_mark()
+
+
 def _mark(r: _Reader) -> None:
     r.marks.append(len(r.stack))
 
@@ -327,7 +331,7 @@ _OPS: dict[int, Callable[[_Reader], None]] = {
     ord("."): _stop,
     ord("("): _mark,
     ord("0"): lambda r: r.pop(),  # POP
-    ord("1"): lambda r: r.pop_mark() and None,  # POP_MARK
+    ord("1"): _pop_mark,
     ord("2"): lambda r: r.push(r.top()),  # DUP
     ord("N"): lambda r: r.push(None),
     0x88: lambda r: r.push(True),  # NEWTRUE
