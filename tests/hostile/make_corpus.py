@@ -25,6 +25,7 @@ if __package__ in (None, ""):  # run as a script
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from hostile.cases_bounded import bounded_cases
+from hostile.cases_foreign import foreign_cases
 from hostile.cases_member import member_cases
 from hostile.cases_zip import zip_cases
 from hostile.craft import (
@@ -314,6 +315,9 @@ CASES += [Case(*c) for c in member_cases(base, with_root)]
 
 # --- work bounds (tests/hostile/cases_bounded.py; tests/test_bounded.py) ---------------------------------
 CASES += [Case(*c) for c in bounded_cases(base, with_root)]
+
+# --- foreign files recognised by their bytes (tests/hostile/cases_foreign.py) -----------------------------
+CASES += [Case(*c) for c in foreign_cases()]
 
 
 def write_corpus(dest: str = CORPUS_DIR) -> list[str]:
