@@ -151,6 +151,9 @@ class TorchRules:
             raise TypeError("set() takes a list")
         return set(items)
 
+    def _frozenset(self, args: tuple[Any, ...]) -> frozenset[Any]:
+        return frozenset(self._set(args))
+
     def _complex(self, args: tuple[Any, ...]) -> complex:
         if not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args) or len(args) > 2:
             raise TypeError("complex() takes two numbers")
@@ -161,6 +164,11 @@ class TorchRules:
         if not isinstance(text, str) or codec not in ("latin1", "latin-1"):
             raise TypeError("_codecs.encode takes a string and 'latin1'")
         return text.encode("latin1")
+
+    def _bytes(self, args: tuple[Any, ...]) -> bytes:
+        if not args:  # (protocol 2 writes b"" as a call of bytes with no arguments)
+            return b""
+        return bytes(self._bytearray(args))
 
     def _bytearray(self, args: tuple[Any, ...]) -> bytearray:
         if not args:
@@ -284,8 +292,10 @@ class TorchRules:
 _CALLABLES = {
     "collections.OrderedDict": "_ordered_dict",
     "builtins.set": "_set",
+    "builtins.frozenset": "_frozenset",
     "builtins.complex": "_complex",
     "builtins.bytearray": "_bytearray",
+    "builtins.bytes": "_bytes",
     "_codecs.encode": "_encode",
     "torch.Size": "_size",
     "torch.device": "_device",

@@ -1,0 +1,301 @@
+"""torch.save, safetensors, npy and npz files read by zarchive.open / zarchive.read: recognised by
+their bytes, read lazily (a value's own bytes only) and exactly as torch.load(weights_only=True),
+safetensors and numpy read them; refused, without running anything, when they hold more than weights.
+Real files written by torch, safetensors and numpy; the command line in real subprocesses."""
+
+from __future__ import annotations
+
+import collections
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import save_file
+
+import zarchive
+from zarchive.errors import IntegrityError, RefusedPickleError, SaveError
+
+
+def torch_load(path: Path) -> Any:
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def assert_same(got: Any, want: Any) -> None:
+    """Equal values of equal types; tensors bit-exact with equal dtype, shape, stride and class."""
+    assert type(got) is type(want), (type(got), type(want))
+    if isinstance(want, torch.Tensor):
+        assert got.dtype == want.dtype and got.shape == want.shape and got.stride() == want.stride()
+        assert got.requires_grad == want.requires_grad
+        as_bytes = [t.detach().contiguous().reshape(-1).view(torch.uint8) for t in (got, want)]
+        assert torch.equal(*as_bytes)
+    elif isinstance(want, dict):
+        assert list(got) == list(want)
+        for k in want:
+            assert_same(got[k], want[k])
+        assert getattr(got, "_metadata", None) == getattr(want, "_metadata", None)
+    elif isinstance(want, (list, tuple)):
+        assert len(got) == len(want)
+        for a, b in zip(got, want):
+            assert_same(a, b)
+    else:
+        assert got == want
+
+
+@pytest.fixture
+def model_file(tmp_path: Path) -> Path:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16), torch.nn.Linear(16, 4))
+    path = tmp_path / "model.pt"
+    torch.save(model.state_dict(), path)
+    return path
+
+
+def test_state_dict_reads_as_torch_load_does(model_file: Path) -> None:
+    got = zarchive.read(model_file)
+    want = torch_load(model_file)
+    assert_same(got, want)
+    assert isinstance(got, collections.OrderedDict) and got._metadata  # type: ignore[attr-defined]
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16), torch.nn.Linear(16, 4))
+    model.load_state_dict(got)  # straight into load_state_dict
+
+
+def test_one_tensor_reads_only_its_own_bytes(tmp_path: Path) -> None:
+    sd = {f"layers.{i}.weight": torch.randn(256, 256) for i in range(8)}
+    path = tmp_path / "big.pt"
+    torch.save(sd, path)
+    for mmap in (True, False):
+        read: list[tuple[str, int]] = []
+        with zarchive.open(path, mmap=mmap) as arc:
+            arc.on_read = lambda member, n: read.append((member, n))
+            w = arc["layers.3.weight"]
+        assert torch.equal(w, sd["layers.3.weight"])
+        assert sum(n for _, n in read) == 256 * 256 * 4 and len(read) == 1, read
+
+
+def test_shared_storages_views_and_offsets(tmp_path: Path) -> None:
+    base = torch.arange(24, dtype=torch.float32)
+    tied = torch.randn(4, 3)
+    obj = {
+        "base": base,
+        "view": base[5:17].view(3, 4),  # an offset into a shared storage
+        "t": base[:12].view(3, 4).t(),  # non-contiguous
+        "strided": base[::3],
+        "tied_a": tied,
+        "tied_b": tied,  # the same tensor twice
+        "nested": {"deep": [base[20:], (tied[1],)]},
+    }
+    path = tmp_path / "shared.pt"
+    torch.save(obj, path)
+    got = zarchive.read(path)
+    assert_same(got, torch_load(path))
+    assert got["tied_a"] is got["tied_b"]
+    ptr = got["base"].untyped_storage().data_ptr()
+    for key in ("view", "t", "strided"):
+        assert got[key].untyped_storage().data_ptr() == ptr, key  # views share memory, as with torch.load
+    got["base"][6] = -1.0
+    assert got["view"][0, 1] == -1.0
+    assert zarchive.read(path)["view"][0, 1] == 6.0  # a write to a loaded value never reaches the file
+
+
+def test_lone_view_reads_only_its_extent(tmp_path: Path) -> None:
+    big = torch.randn(1000)
+    path = tmp_path / "view.pt"
+    torch.save({"slice": big[100:110]}, path)  # torch.save writes the whole storage
+    read: list[int] = []
+    with zarchive.open(path) as arc:
+        arc.on_read = lambda member, n: read.append(n)
+        got = arc["slice"]
+    assert torch.equal(got, big[100:110]) and got.storage_offset() == 0 and read == [40]
+
+
+DTYPES = [
+    torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16,
+    torch.int8, torch.uint8, torch.bool, torch.complex64, torch.complex128, torch.uint16, torch.uint32,
+    torch.uint64, torch.float8_e4m3fn, torch.float8_e5m2,
+]  # fmt: skip
+
+
+def test_every_dtype_parameters_and_plain_values(tmp_path: Path) -> None:
+    torch.manual_seed(1)
+    obj: dict[str, Any] = {str(d): (torch.randn(3, 5) * 10).to(d) for d in DTYPES}
+    obj["param"] = torch.nn.Parameter(torch.randn(2, 2))
+    obj["frozen"] = torch.nn.Parameter(torch.randn(2), requires_grad=False)
+    obj["grad"] = torch.randn(3).requires_grad_()
+    obj["empty"] = torch.empty(0, 4)
+    obj["scalar"] = torch.tensor(3.5)
+    obj["plain"] = {"step": 7, "lr": 1e-3, "name": "run", "none": None, "tuple": (1, "a"), "big": 2**80,
+                    "nan": float("nan"), "set": {1, 2}, "bytes": b"\x00\xff", "complex": 1 - 2j}  # fmt: skip
+    obj["torch_values"] = [torch.float16, torch.device("cpu"), torch.Size([2, 3])]
+    path = tmp_path / "dtypes.pth"
+    torch.save(obj, path)
+    got, want = zarchive.read(path), torch_load(path)
+    nan = got["plain"].pop("nan")
+    want["plain"].pop("nan")
+    assert nan != nan
+    assert_same(got, want)
+    assert isinstance(got["param"], torch.nn.Parameter) and got["param"].requires_grad
+    assert isinstance(got["frozen"], torch.nn.Parameter) and not got["frozen"].requires_grad
+
+
+def test_recognised_by_bytes_not_by_name(model_file: Path, tmp_path: Path) -> None:
+    want = torch_load(model_file)
+    for name in ("weights.ckpt", "weights.bin", "weights.zarc", "weights"):
+        other = tmp_path / name
+        shutil.copy(model_file, other)
+        assert_same(zarchive.read(other), want)
+    assert_same(zarchive.read(model_file.read_bytes()), want)  # bytes in memory too
+
+
+def test_read_options_apply(model_file: Path) -> None:
+    half = zarchive.read(model_file, dtype=torch.float16)
+    assert half["0.weight"].dtype == torch.float16 and half["1.num_batches_tracked"].dtype == torch.int64
+    meta = zarchive.read(model_file, map_location="meta")
+    assert meta["0.weight"].device.type == "meta"
+    with zarchive.open(model_file) as arc:
+        assert arc.keys()[:2] == ["0.weight", "0.bias"] and "2.bias" in arc
+        assert arc.summary("0.weight").startswith("tensor float32 [16, 8]")
+        assert arc.verify() and arc.audit() == {}
+        assert arc.format == "torch" and arc.meta["format"] == "torch.save"
+
+
+def test_numpy_mode_never_imports_torch(tmp_path: Path) -> None:
+    path = tmp_path / "sd.pt"
+    sd = {"w": torch.randn(3, 4), "t": torch.randn(4, 3).t(), "i": torch.arange(5)}
+    torch.save(sd, path)
+    code = (
+        "import sys, zarchive, numpy as np\n"
+        f"got = zarchive.read({str(path)!r}, tensors='numpy')\n"
+        "assert 'torch' not in sys.modules\n"
+        "print(repr({k: v.tolist() for k, v in got.items()}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    got = eval(out.stdout)
+    for k, v in sd.items():
+        assert np.array_equal(np.array(got[k]), v.numpy())
+
+
+def test_safetensors_files(tmp_path: Path) -> None:
+    torch.manual_seed(2)
+    tensors = {"embed.weight": torch.randn(10, 4), "bf": torch.randn(3).bfloat16(), "i": torch.arange(6).view(2, 3),
+               "b": torch.tensor([True, False]), "f8": torch.randn(4).to(torch.float8_e4m3fn)}  # fmt: skip
+    path = tmp_path / "model.safetensors"
+    save_file(tensors, path, metadata={"format": "pt", "note": "hi"})
+    got = zarchive.read(path)
+    assert sorted(got) == sorted(tensors)
+    for k, t in tensors.items():
+        assert_same(got[k], t)
+    with zarchive.open(path) as arc:
+        read: list[int] = []
+        arc.on_read = lambda member, n: read.append(n)
+        assert torch.equal(arc["embed.weight"], tensors["embed.weight"]) and read == [160]
+        assert arc.meta["metadata"] == {"format": "pt", "note": "hi"} and arc.format == "safetensors"
+
+
+def test_npy_and_npz_files(tmp_path: Path) -> None:
+    a = np.arange(12, dtype=">i4").reshape(3, 4)
+    f = np.asfortranarray(np.random.default_rng(0).random((3, 5)))
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "f.npy", f)
+    got = zarchive.read(tmp_path / "a.npy")
+    assert got.dtype == a.dtype and np.array_equal(got, a)
+    got = zarchive.read(tmp_path / "f.npy")
+    assert np.array_equal(got, f) and got.flags.f_contiguous
+    for save in (np.savez, np.savez_compressed):
+        save(tmp_path / "z.npz", a=a, f=f, s=np.array(["x", "yz"]))
+        got = zarchive.read(tmp_path / "z.npz")
+        assert list(got) == ["a", "f", "s"]
+        assert all(np.array_equal(got[k], v) for k, v in {"a": a, "f": f, "s": np.array(["x", "yz"])}.items())
+        with zarchive.open(tmp_path / "z.npz") as arc:
+            assert np.array_equal(arc["f"], f) and arc.verify()
+
+
+class Payload:
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_malicious_reduce_payload_is_refused_without_running(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    path = tmp_path / "evil.pt"
+    torch.save({"w": torch.randn(2), "evil": Payload(str(marker))}, path)
+    for call in (zarchive.read, zarchive.open, zarchive.audit):
+        with pytest.raises(RefusedPickleError, match="system.*nothing was run"):
+            call(path)
+    assert not marker.exists()
+    with pytest.raises(Exception, match="weights_only"):  # torch refuses it as well (the control)
+        torch.load(path, weights_only=True)
+
+
+def test_whole_modules_and_optimizers(tmp_path: Path) -> None:
+    model = torch.nn.Linear(3, 2)
+    path = tmp_path / "whole.pt"
+    torch.save(model, path)  # pickles the class: refused by name
+    with pytest.raises(RefusedPickleError, match="torch.nn.modules.linear"):
+        zarchive.read(path)
+    with pytest.raises(SaveError, match=r"save its state_dict\(\)"):
+        zarchive.save(model, tmp_path / "m.zarc")
+    with pytest.raises(SaveError, match=r"optimizer .*state_dict\(\).*save_checkpoint"):
+        zarchive.save(torch.optim.SGD(model.parameters(), lr=0.1), tmp_path / "o.zarc")
+    opt = torch.optim.Adam(model.parameters())
+    model(torch.randn(4, 3)).sum().backward()
+    opt.step()
+    torch.save(opt.state_dict(), path)  # an optimizer's state dict is weights and numbers: it reads
+    assert_same(zarchive.read(path), torch_load(path))
+
+
+def test_legacy_format_and_damage(tmp_path: Path, model_file: Path) -> None:
+    legacy = tmp_path / "legacy.pt"
+    torch.save({"w": torch.randn(2)}, legacy, _use_new_zipfile_serialization=False)
+    with pytest.raises(RefusedPickleError, match="legacy format"):
+        zarchive.read(legacy)
+    data = bytearray(model_file.read_bytes())
+    with zarchive.open(model_file) as arc:
+        member = next(m for m in arc.members if arc.members[m]["size"] >= 64)
+    damaged = tmp_path / "damaged.pt"
+    at = data.find(torch_load(model_file)["0.weight"].numpy().tobytes()[:16])
+    data[at + 3] ^= 0xFF
+    damaged.write_bytes(bytes(data))
+    assert not zarchive.verify(damaged)
+    with pytest.raises(IntegrityError, match="CRC"):
+        zarchive.read(damaged)
+    assert zarchive.read(damaged, verify=False)["2.bias"].shape == (4,) and member
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "zarchive", *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_command_line_on_foreign_files(model_file: Path, tmp_path: Path) -> None:
+    st = tmp_path / "m.safetensors"
+    save_file({"w": torch.ones(2, 2)}, st)
+    np.savez(tmp_path / "z.npz", x=np.arange(3))
+    out = run_cli("ls", str(model_file))
+    assert out.returncode == 0 and "model/data/0" in out.stdout and "/0.weight" in out.stdout, out.stderr
+    out = run_cli("show", str(model_file))
+    assert out.returncode == 0 and "0.weight  tensor float32 [16, 8]" in out.stdout, out.stderr
+    out = run_cli("cat", str(model_file), "2.bias")
+    assert out.returncode == 0 and "tensor float32 shape [4]" in out.stdout, out.stderr
+    out = run_cli("cat", str(st), "w")
+    assert out.returncode == 0 and "[[1., 1.]," in out.stdout, out.stderr
+    out = run_cli("show", str(tmp_path / "z.npz"))
+    assert out.returncode == 0 and "x  ndarray <i8 [3]" in out.stdout, out.stderr
+    out = run_cli("meta", str(st))
+    assert out.returncode == 0 and "safetensors" in out.stdout, out.stderr
+    out = run_cli("verify", str(model_file))
+    assert out.returncode == 0 and out.stdout.startswith("OK"), out.stderr
+    evil = tmp_path / "evil.pt"
+    torch.save({"e": Payload(str(tmp_path / "pwned"))}, evil)
+    out = run_cli("show", str(evil))
+    assert out.returncode != 0 and "RefusedPickleError" in out.stderr + out.stdout or "system" in out.stderr
+    assert not (tmp_path / "pwned").exists()
