@@ -224,7 +224,7 @@ def save_safetensors(
             os.remove(stale_index)
             notes.append(f"removed {stale_index}, left by an earlier sharded conversion")
         return [dst]
-    stem = dst[: -len(".safetensors")] if dst.endswith(".safetensors") else dst
+    stem = dst.removesuffix(".safetensors")
     names = [f"{stem}-{i + 1:05d}-of-{len(groups):05d}.safetensors" for i in range(len(groups))]
     moves = [write_beside(name, writer(part)) for name, part in zip(names, groups)]
     index = {
