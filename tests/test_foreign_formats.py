@@ -300,3 +300,37 @@ def test_command_line_on_foreign_files(model_file: Path, tmp_path: Path) -> None
     out = run_cli("show", str(evil))
     assert out.returncode != 0 and "RefusedPickleError" in out.stderr + out.stdout or "system" in out.stderr
     assert not (tmp_path / "pwned").exists()
+
+
+JUNK: list[Any] = [None, True, -1, 2**70, 1.5, "", "x", [], [-1], [[]], {}, {"$type": "int"}, "archive/data/0"]
+
+
+def test_every_field_of_a_foreign_node_replaced_by_junk_is_a_zarchive_error_or_loads(tmp_path: Path) -> None:
+    """The handler contract's junk test for the read-only foreign node types: start from a real node,
+    break one field at a time; a node given to load_node is planned and checked like one from the file."""
+    torch.save({"w": torch.randn(4, 3).t(), "shared": torch.arange(6)[2:]}, tmp_path / "t.pt")
+    np.save(tmp_path / "a.npy", np.arange(6.0).reshape(2, 3))
+    for path, keys in ((tmp_path / "t.pt", ["w", "shared"]), (tmp_path / "a.npy", [""])):
+        with zarchive.open(path) as arc:
+            for key in keys:
+                node = arc.node(key)
+                for field in [k for k in node if k != "$type"]:
+                    variants = [{**node, field: junk} for junk in JUNK] + [
+                        {k: v for k, v in node.items() if k != field}
+                    ]
+                    for bad in variants:
+                        try:
+                            arc.load_node(bad)
+                        except zarchive.ZArchiveError:
+                            pass
+
+
+def test_a_node_cannot_reach_past_its_member(tmp_path: Path) -> None:
+    torch.save({"w": torch.arange(4, dtype=torch.float32)}, tmp_path / "t.pt")
+    with zarchive.open(tmp_path / "t.pt") as arc:
+        node = arc.node("w")
+        for bad in ({**node, "shape": [100], "end": 400}, {**node, "offset": 3, "begin": 12, "end": 28}):
+            with pytest.raises(zarchive.FormatError, match="reads bytes up to"):
+                arc.load_node(bad)
+        with pytest.raises(zarchive.FormatError, match="its node says"):
+            arc.load_node({**node, "end": 8})
