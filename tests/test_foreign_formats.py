@@ -158,6 +158,7 @@ def test_read_options_apply(model_file: Path) -> None:
     assert half["0.weight"].dtype == torch.float16 and half["1.num_batches_tracked"].dtype == torch.int64
     meta = zarchive.read(model_file, map_location="meta")
     assert meta["0.weight"].device.type == "meta"
+    assert zarchive.read(model_file, map_location="saved")["0.weight"].device.type == "cpu"
     with zarchive.open(model_file) as arc:
         assert arc.keys()[:2] == ["0.weight", "0.bias"] and "2.bias" in arc
         assert arc.summary("0.weight").startswith("tensor float32 [16, 8]")
@@ -169,9 +170,12 @@ def test_numpy_mode_never_imports_torch(tmp_path: Path) -> None:
     path = tmp_path / "sd.pt"
     sd = {"w": torch.randn(3, 4), "t": torch.randn(4, 3).t(), "i": torch.arange(5)}
     torch.save(sd, path)
+    save_file({k: v.contiguous() for k, v in sd.items()}, tmp_path / "sd.safetensors")
     code = (
         "import sys, zarchive, numpy as np\n"
+        f"st = zarchive.read({str(tmp_path / 'sd.safetensors')!r}, tensors='numpy')\n"
         f"got = zarchive.read({str(path)!r}, tensors='numpy')\n"
+        "assert all(np.array_equal(st[k], got[k]) for k in got)\n"
         "assert 'torch' not in sys.modules\n"
         "print(repr({k: v.tolist() for k, v in got.items()}))\n"
     )
@@ -253,6 +257,25 @@ def test_whole_modules_and_optimizers(tmp_path: Path) -> None:
     assert_same(zarchive.read(path), torch_load(path))
 
 
+def test_more_than_weights_is_refused(tmp_path: Path) -> None:
+    """What torch.load(weights_only=True) takes but zarchive does not build: refused by name."""
+    p = torch.nn.Parameter(torch.randn(2))
+    p.note = "an attribute"  # type: ignore[attr-defined]
+    torch.save({"p": p}, tmp_path / "p.pt")
+    assert torch.load(tmp_path / "p.pt", weights_only=True)["p"].note == "an attribute"  # (the control)
+    with pytest.raises(RefusedPickleError, match="parameter with extra state"):
+        zarchive.read(tmp_path / "p.pt")
+    torch.save({"c": collections.Counter("aab")}, tmp_path / "c.pt")
+    with pytest.raises(RefusedPickleError, match="collections.Counter"):
+        zarchive.read(tmp_path / "c.pt")
+    torch.save({"q": torch.quantize_per_tensor(torch.randn(4), 0.1, 0, torch.qint8)}, tmp_path / "q.pt")
+    with pytest.raises(RefusedPickleError, match="_rebuild_qtensor"):
+        zarchive.read(tmp_path / "q.pt")
+    torch.save({"s": torch.randn(3, 3).to_sparse()}, tmp_path / "s.pt")
+    with pytest.raises(RefusedPickleError, match="sparse"):
+        zarchive.read(tmp_path / "s.pt")
+
+
 def test_legacy_format_and_damage(tmp_path: Path, model_file: Path) -> None:
     legacy = tmp_path / "legacy.pt"
     torch.save({"w": torch.randn(2)}, legacy, _use_new_zipfile_serialization=False)
@@ -293,6 +316,8 @@ def test_command_line_on_foreign_files(model_file: Path, tmp_path: Path) -> None
     assert out.returncode == 0 and "x  ndarray <i8 [3]" in out.stdout, out.stderr
     out = run_cli("meta", str(st))
     assert out.returncode == 0 and "safetensors" in out.stdout, out.stderr
+    out = run_cli("audit", str(model_file))
+    assert out.returncode == 0 and "no classes" in out.stdout, out.stderr
     out = run_cli("verify", str(model_file))
     assert out.returncode == 0 and out.stdout.startswith("OK"), out.stderr
     evil = tmp_path / "evil.pt"

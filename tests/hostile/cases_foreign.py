@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import struct
+import zlib
 from collections.abc import Callable
 
 from hostile.craft import ZEntry, build_zip
@@ -135,6 +136,14 @@ def foreign_cases() -> list[CaseTuple]:
          _pt(b"\x80\x02\x8b" + struct.pack("<i", 8000) + bytes(8000) + b"."))  # fmt: skip
     case("bomb_pickle_huge_shape", "FormatError", "reads bytes up to|at most",
          _pt(state_dict(("w", tensor("0", 4, (1 << 20, 1 << 20), (1, 1))))))  # fmt: skip
+
+    def huge_pickle_member() -> bytes:  # data.pkl deflated, declaring 300 MiB: refused before inflating
+        deflate = zlib.compressobj(9, zlib.DEFLATED, -15)
+        body = deflate.compress(b"\x80\x02}.") + deflate.flush()
+        entries = [ZEntry(f"{ARCHIVE}/data.pkl", body, method=8, cd_usize=300 << 20)]
+        return build_zip([*entries, ZEntry(f"{ARCHIVE}/data/0", FOUR_FLOATS)])
+
+    case("bomb_pickle_member_declared_huge", "UnsafeArchiveError", "over the limit", huge_pickle_member)
 
     # .safetensors, .npy and .npz files
     case("foreign_st_gap", "FormatError", "gaps or overlaps",
