@@ -257,6 +257,7 @@ def test_whole_modules_and_optimizers(tmp_path: Path) -> None:
     assert_same(zarchive.read(path), torch_load(path))
 
 
+@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor:UserWarning")
 def test_more_than_weights_is_refused(tmp_path: Path) -> None:
     """What torch.load(weights_only=True) takes but zarchive does not build: refused by name."""
     p = torch.nn.Parameter(torch.randn(2))

@@ -152,6 +152,14 @@ def foreign_cases() -> list[CaseTuple]:
          lambda: _safetensors({"a": {"dtype": "F32", "shape": [1000000, 1000000], "data_offsets": [0, 4]}}, bytes(4)))  # fmt: skip
     case("foreign_npy_object_dtype", "UnsafeArchiveError", "not allowed", lambda: npy_bytes("|O", (2,), bytes(16)))
     case("foreign_npy_size_lies", "FormatError", "declares", lambda: npy_bytes("<f8", (1000,), bytes(8)))
+
+    def npz_declared_huge() -> bytes:  # a deflated .npy declaring 2 GiB of data, holding its header only
+        head = npy_bytes("<f8", (1 << 28,), b"")
+        deflate = zlib.compressobj(9, zlib.DEFLATED, -15)
+        body = deflate.compress(head) + deflate.flush()
+        return build_zip([ZEntry("x.npy", body, method=8, cd_usize=len(head) + (8 << 28))])
+
+    case("bomb_npz_declared_huge", "UnsafeArchiveError", "max_read_bytes", npz_declared_huge)
     case("foreign_npz_bad_member", "FormatError", "bad magic",
          lambda: build_zip([ZEntry("a.npy", npy_bytes("<f8", (1,), bytes(8))), ZEntry("b.npy", b"not an npy file")]))  # fmt: skip
     return cases

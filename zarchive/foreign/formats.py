@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import struct
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,10 +138,9 @@ def _npz_layout(zip_: ZanjZip) -> ForeignLayout:
             size, stored = int(info.file_size), zip_.codec(name) == "none"
             if stored:
                 at = _data_offset(zip_, name)
-                head = zip_.source.view(at, min(size, 12 + npy.MAX_HEADER_BYTES))
+                head: bytes | memoryview = zip_.source.view(at, min(size, 12 + npy.MAX_HEADER_BYTES))
             else:
-                zip_.member_entry(name)  # the size cap, before inflating
-                head = memoryview(zip_.read(name))
+                head = _inflated_prefix(zip_, name, 12 + npy.MAX_HEADER_BYTES)
             descr, shape, fortran, start = _npy_header(head, size, name)
             if stored:
                 regions[name] = Region(size - start, offset=at + start)
@@ -153,6 +153,29 @@ def _npz_layout(zip_: ZanjZip) -> ForeignLayout:
         zip_.close()
         raise
     return ForeignLayout("npz", root, regions, zip=zip_)
+
+
+def _inflated_prefix(zip_: ZanjZip, name: str, n: int) -> bytes:
+    """The first `n` bytes of a deflated member (its .npy header), inflating no more than that: the
+    rest is inflated when a read asks for it, after the plan counted it against the read's budget."""
+    if zip_.codec(name) != "deflate":
+        raise UnsafeArchiveError(
+            f"an .npz member compressed with {zip_.codec(name)}: numpy writes stored or deflated members", member=name
+        )
+    info = zip_.members[name]
+    at, left = _data_offset(zip_, name), int(info.compress_size)
+    if at + left > zip_.source.size:
+        raise FormatError("member data runs past the end of the file", member=name)
+    inflate = zlib.decompressobj(-15)
+    out = bytearray()
+    while len(out) < n and left > 0 and not inflate.eof:
+        chunk = bytes(zip_.source.view(at, min(left, 1 << 16)))
+        at, left = at + len(chunk), left - len(chunk)
+        try:
+            out += inflate.decompress(inflate.unconsumed_tail + chunk, n - len(out))
+        except zlib.error as e:
+            raise FormatError(f"the member's deflate stream is damaged: {e}", member=name) from None
+    return bytes(out[:n])
 
 
 # --- .safetensors ---
