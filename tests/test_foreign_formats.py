@@ -360,3 +360,31 @@ def test_a_node_cannot_reach_past_its_member(tmp_path: Path) -> None:
                 arc.load_node(bad)
         with pytest.raises(zarchive.FormatError, match="its node says"):
             arc.load_node({**node, "end": 8})
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_a_lightning_checkpoint_reads_as_torch_load_does(tmp_path: Path) -> None:
+    lightning = pytest.importorskip("lightning")
+
+    class Tiny(lightning.LightningModule):  # type: ignore[misc, name-defined]
+        def __init__(self, lr: float = 0.1) -> None:
+            super().__init__()
+            self.save_hyperparameters()
+            self.fc = torch.nn.Linear(2, 1)
+
+        def training_step(self, batch: Any, i: int) -> Any:
+            return self.fc(batch[0]).sum()
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
+
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 2)), batch_size=4)
+    trainer = lightning.Trainer(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                                enable_model_summary=False, default_root_dir=tmp_path)  # fmt: skip
+    trainer.fit(Tiny(), data)
+    trainer.save_checkpoint(tmp_path / "last.ckpt")
+    got, want = zarchive.read(tmp_path / "last.ckpt"), torch_load(tmp_path / "last.ckpt")
+    assert sorted(got) == sorted(want)
+    assert_same(got["state_dict"], want["state_dict"])
+    assert_same(got["optimizer_states"], want["optimizer_states"])
+    assert got["hyper_parameters"] == want["hyper_parameters"] and got["epoch"] == want["epoch"]

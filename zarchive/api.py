@@ -167,6 +167,8 @@ class ZArchive:
         tensors: TensorsAs = "torch",
     ) -> OpenedArchive:
         """Open an archive without loading it: only the zip directory, manifest and metadata are read.
+        ZANJ files, and torch.save (zip format), .safetensors, .npy and .npz files, are recognised by
+        their bytes and opened read-only behind the same interface (zarchive.zanj, zarchive.foreign).
 
         file_path may be an fsspec URL (then only the byte ranges that are used are fetched) or a
         readable binary file object (left open). trusted, unresolved and tensors apply to every value
