@@ -144,9 +144,9 @@ class ForeignTensorHandler(Handler):
         shape = tuple(node["shape"])
         device = place(node.get("device", "cpu"), ctx)
         if device is not None and device.type == "meta":
-            t = torch.empty(shape, dtype=dtype, device="meta")
+            t = torch.empty_strided(shape, tuple(node["stride"]), dtype=dtype, device="meta")
         elif math.prod(shape) == 0:
-            t = torch.empty(shape, dtype=dtype)
+            t = torch.empty_strided(shape, tuple(node["stride"]), dtype=dtype)
         else:
             data, offset = self._bytes(node, ctx)
             base = torch.frombuffer(data, dtype=torch.uint8)
