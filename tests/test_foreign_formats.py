@@ -217,8 +217,8 @@ def test_npy_and_npz_files(tmp_path: Path) -> None:
     assert got.dtype == a.dtype and np.array_equal(got, a)
     got = zarchive.read(tmp_path / "f.npy")
     assert np.array_equal(got, f) and got.flags.f_contiguous
-    for save in (np.savez, np.savez_compressed):
-        save(tmp_path / "z.npz", a=a, f=f, s=np.array(["x", "yz"]))
+    for savez in (np.savez, np.savez_compressed):
+        savez(tmp_path / "z.npz", a=a, f=f, s=np.array(["x", "yz"]))
         got = zarchive.read(tmp_path / "z.npz")
         assert list(got) == ["a", "f", "s"]
         assert all(np.array_equal(got[k], v) for k, v in {"a": a, "f": f, "s": np.array(["x", "yz"])}.items())
