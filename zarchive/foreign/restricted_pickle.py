@@ -63,6 +63,9 @@ class Rules(Protocol):
         ...
 
 
+_STRUCTS = {fmt: struct.Struct(fmt) for fmt in ("<B", "<H", "<i", "<I", "<Q")}
+
+
 class _Mark:
     __slots__ = ()
 
@@ -97,8 +100,19 @@ class _Reader:
         return out
 
     def u(self, fmt: str) -> int:
-        s = struct.Struct(fmt)
-        return int(s.unpack(self.take(s.size))[0])
+        s = _STRUCTS[fmt]
+        end = self.pos + s.size
+        if end > len(self.data):
+            self.take(s.size)  # (raises: past the end)
+        value = s.unpack_from(self.data, self.pos)[0]
+        self.pos = end
+        return int(value)
+
+    def byte(self) -> int:
+        if self.pos >= len(self.data):
+            self.take(1)  # (raises: past the end)
+        self.pos += 1
+        return self.data[self.pos - 1]
 
     def line(self) -> bytes:
         end = self.data.find(b"\n", self.pos)
@@ -337,7 +351,7 @@ _OPS: dict[int, Callable[[_Reader], None]] = {
     0x88: lambda r: r.push(True),  # NEWTRUE
     0x89: lambda r: r.push(False),  # NEWFALSE
     ord("J"): lambda r: r.push(r.u("<i")),  # BININT
-    ord("K"): lambda r: r.push(r.u("<B")),  # BININT1
+    ord("K"): lambda r: r.stack.append(r.byte()),  # BININT1
     ord("M"): lambda r: r.push(r.u("<H")),  # BININT2
     0x8A: lambda r: r.push(r.long(r.take(r.u("<B")))),  # LONG1
     0x8B: lambda r: r.push(r.long(r.take(r.u("<i")))),  # LONG4
@@ -365,10 +379,10 @@ _OPS: dict[int, Callable[[_Reader], None]] = {
     ord("e"): _appends_op,
     ord("s"): _setitem,
     ord("u"): _setitems_op,
-    ord("q"): _put("<B"),  # BINPUT
+    ord("q"): lambda r: r.memo.__setitem__(r.byte(), r.top()),  # BINPUT
     ord("r"): _put("<I"),  # LONG_BINPUT
     0x94: _memoize,  # MEMOIZE
-    ord("h"): _get("<B"),  # BINGET
+    ord("h"): lambda r: r.stack.append(r.memo_get(r.byte())),  # BINGET
     ord("j"): _get("<I"),  # LONG_BINGET
     ord("c"): lambda r: _global(r, r.text(r.line()), r.text(r.line())),  # GLOBAL
     0x93: _stack_global,  # STACK_GLOBAL
