@@ -452,3 +452,20 @@ def test_generated_safetensors_files_read_as_safetensors(items: dict[str, torch.
     assert sorted(got) == sorted(want)
     for k in want:
         assert_same(got[k], want[k])
+
+
+def test_remote_files_fetch_only_what_is_read(tmp_path: Path) -> None:
+    """A torch.save file at an fsspec URL: recognised, browsed and read one tensor at a time."""
+    fsspec = pytest.importorskip("fsspec")
+    sd = {f"w{i}": torch.randn(128, 128) for i in range(4)}
+    torch.save(sd, tmp_path / "sd.pt")
+    mem = fsspec.filesystem("memory")
+    mem.pipe_file("/foreign/sd.pt", (tmp_path / "sd.pt").read_bytes())
+    try:
+        read: list[int] = []
+        with zarchive.open("memory://foreign/sd.pt") as arc:
+            arc.on_read = lambda member, n: read.append(n)
+            assert torch.equal(arc["w2"], sd["w2"]) and read == [128 * 128 * 4]
+        assert_same(zarchive.read("memory://foreign/sd.pt"), torch_load(tmp_path / "sd.pt"))
+    finally:
+        mem.rm("/foreign", recursive=True)
