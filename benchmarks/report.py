@@ -34,11 +34,12 @@ class Target:
 BIG = ("big", "big-bf16")
 TARGETS = (
     Target(BIG, "save <= 1.0x safetensors save_file+fsync", "save", "zarchive", "safetensors", 1.0),
-    Target(BIG, "full read+touch, verified <= 0.5x torch.load", "touch", "zarchive", "torch", 0.5),
-    Target(BIG, "full read+touch, verify=off <= 1.0x safetensors load_file", "touch", "zarchive verify=off",
-           "safetensors", 1.0),
+    Target(BIG, "full read+touch, verified (default: copies) <= 1.0x torch.load", "touch", "zarchive", "torch", 1.0),
+    Target(BIG, "full read+touch, verified, mmap=True <= 0.5x torch.load", "touch", "zarchive mmap", "torch", 0.5),
+    Target(BIG, "full read+touch, verify=off, mmap=True <= 1.0x safetensors load_file", "touch",
+           "zarchive mmap verify=off", "safetensors", 1.0),
     Target(BIG, "one tensor (lazy) <= 2x safe_open", "lazy", "zarchive", "safetensors", 2.0),
-    Target(BIG, "anonymous memory of a read <= 5% of model bytes", "anon", "zarchive", None, 0.05),
+    Target(BIG, "anonymous memory of a read, mmap=True <= 5% of model bytes", "anon", "zarchive mmap", None, 0.05),
     Target(BIG, "save, compress on <= 1.5x compress=off", "save", "zarchive", "zarchive compress=off", 1.5),
     Target(("many-small",), "save <= 1.0x safetensors+fsync", "save", "zarchive", "safetensors", 1.0),
     Target(("many-small",), "read+touch <= 1.0x safetensors", "touch", "zarchive", "safetensors", 1.0),

@@ -86,8 +86,32 @@ def _zarchive_tools(w: Workload) -> list[Tool]:
         return one
 
     tools = [
-        Tool(ZARCHIVE, ".zarc", saver(), reader(), lazy(), note="defaults: compress=True (zstd 3), verify on"),
+        Tool(
+            ZARCHIVE,
+            ".zarc",
+            saver(),
+            reader(),
+            lazy(),
+            note="defaults: compress=True (zstd 3), verify on, mmap=False (values are copies of their own)",
+        ),
         Tool(f"{ZARCHIVE} verify=off", ".zarc", None, reader(verify=False), lazy(verify=False), file_of=ZARCHIVE),
+        Tool(
+            f"{ZARCHIVE} mmap",
+            ".zarc",
+            None,
+            reader(mmap=True),
+            lazy(mmap=True),
+            file_of=ZARCHIVE,
+            note="mmap=True: zero-copy views of the file (not safe against truncation by another process)",
+        ),
+        Tool(
+            f"{ZARCHIVE} mmap verify=off",
+            ".zarc",
+            None,
+            reader(mmap=True, verify=False),
+            lazy(mmap=True, verify=False),
+            file_of=ZARCHIVE,
+        ),
         Tool(f"{ZARCHIVE} compress=off", ".zarc", saver(compress=False), reader(), None),
     ]
     if w.kind == "table":

@@ -469,3 +469,17 @@ def test_remote_files_fetch_only_what_is_read(tmp_path: Path) -> None:
         assert_same(zarchive.read("memory://foreign/sd.pt"), torch_load(tmp_path / "sd.pt"))
     finally:
         mem.rm("/foreign", recursive=True)
+
+
+def test_the_read_budget_covers_the_pickle_and_the_values(tmp_path: Path) -> None:
+    """One budget per open file (max_read_bytes): what unpickling data.pkl builds is charged when the
+    file is opened, what a read allocates is planned against the rest."""
+    sd = {f"w{i}": torch.randn(64, 64) for i in range(50)}
+    torch.save(sd, tmp_path / "sd.pt")
+    with pytest.raises(zarchive.UnsafeArchiveError, match="max_read_bytes"):
+        zarchive.open(tmp_path / "sd.pt", max_read_bytes=10_000)  # the pickle alone takes more
+    with zarchive.open(tmp_path / "sd.pt", max_read_bytes=400_000) as arc:  # (the pickle: ~155 KB)
+        assert torch.equal(arc["w3"], sd["w3"])  # one tensor fits
+        with pytest.raises(zarchive.UnsafeArchiveError, match="max_read_bytes"):
+            arc.load()  # all 50 (800 KB, read into memory) do not
+    assert_same(zarchive.read(tmp_path / "sd.pt", max_read_bytes=10_000_000), torch_load(tmp_path / "sd.pt"))

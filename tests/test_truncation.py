@@ -3,7 +3,7 @@
 Linux takes every page past a file's new end out of every mapping of it (copied-on-write pages of a
 private mapping included), and touching one raises SIGBUS. So each scenario runs in a child
 process: it reads values, has a grandchild truncate the file (os.truncate: another process), then
-touches the values and fetches more. By default (values are copies) the child must survive with the
+touches the values and fetches more. By default (values are copies: `mmap=False` is the default) the child must survive with the
 values intact, and every fetch after the truncation must raise a ZArchiveError; with mmap=True a
 fetch after the truncation still raises a ZArchiveError, but values read before it are views of the
 file, and touching them kills the process (the documented cost of zero-copy).
@@ -36,8 +36,9 @@ CHILD = textwrap.dedent(
     import zarchive
     from zarchive.errors import IntegrityError, ZArchiveError
 
-    path, scenario, verify, mmap = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4] == "1"
-    za = zarchive.ZArchive(verify=verify, mmap=mmap)
+    path, scenario, verify, mmap = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4]
+    # "default": the settings a user gets without asking (module functions, ZArchive())
+    za = zarchive.ZArchive(verify=verify) if mmap == "default" else zarchive.ZArchive(verify=verify, mmap=mmap == "1")
     expected = np.load(path + ".expected.npy")
 
     def truncate_elsewhere(size):
@@ -69,7 +70,7 @@ CHILD = textwrap.dedent(
         truncate_elsewhere(4096)
         arc.close()
     elif scenario == "full":
-        value = za.read(path)
+        value = zarchive.read(path, verify=verify) if mmap == "default" else za.read(path)
         got = [value["t0"], value["a0"]]
         truncate_elsewhere(0)
     elif scenario == "model":
@@ -112,13 +113,22 @@ def _archive(tmp_path: Path, scenario: str) -> Path:
     return path
 
 
-def _run(path: Path, scenario: str, verify: bool, mmap: bool) -> subprocess.CompletedProcess[str]:
+def _run(path: Path, scenario: str, verify: bool, mmap: bool | None) -> subprocess.CompletedProcess[str]:
+    """mmap=None: the default settings."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]),
     }
     return subprocess.run(
-        [sys.executable, "-c", CHILD, str(path), scenario, str(int(verify)), str(int(mmap))],
+        [
+            sys.executable,
+            "-c",
+            CHILD,
+            str(path),
+            scenario,
+            str(int(verify)),
+            "default" if mmap is None else str(int(mmap)),
+        ],
         check=False,
         capture_output=True,
         text=True,
@@ -128,11 +138,15 @@ def _run(path: Path, scenario: str, verify: bool, mmap: bool) -> subprocess.Comp
     )
 
 
+@pytest.mark.parametrize("mmap", [None, False], ids=["default", "mmap-off"])
 @pytest.mark.parametrize("verify", [True, False], ids=["verified", "verify-off"])
 @pytest.mark.parametrize("scenario", ["lazy", "numpy", "full", "model"])
-def test_values_survive_truncation_by_another_process(tmp_path: Path, scenario: str, verify: bool) -> None:
+def test_values_survive_truncation_by_another_process(
+    tmp_path: Path, scenario: str, verify: bool, mmap: bool | None
+) -> None:
+    """The default settings (and mmap=False) give values that another process cannot take away."""
     path = _archive(tmp_path, scenario)
-    got = _run(path, scenario, verify, mmap=False)
+    got = _run(path, scenario, verify, mmap=mmap)
     assert got.returncode == 0, (got.returncode, got.stdout, got.stderr[-3000:])
     assert got.stdout.splitlines()[-1] == "intact"
     if scenario == "lazy":  # both fetches after the truncation were refused with a ZArchiveError

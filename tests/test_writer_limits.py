@@ -375,12 +375,12 @@ def test_safetensors_header_size(tmp_path: Path) -> None:
 
 
 def test_compressed_members_past_the_read_budget(tmp_path: Path) -> None:
-    """A read may allocate 1 GiB + 64 x the file's size by default; 1.1 GiB of zeros compress to far
-    less than 1/64 of that, so reading them back would be refused. (np.zeros maps zero pages: the
+    """A read may allocate 1 GiB + 16 x the file's size by default; 1.1 GiB of zeros compress to far
+    less than 1/16 of that, so reading them back would be refused. (np.zeros maps zero pages: the
     array costs no memory until written.) Inside: 64 MiB of zeros, compressed, read back."""
     import numpy as np
 
-    from zarchive.plan import DEFAULT_READ_BYTES_BASE
+    from zarchive.container.budget import DEFAULT_READ_BYTES_BASE
 
     zeros = np.zeros(DEFAULT_READ_BYTES_BASE + (100 << 20), dtype=np.uint8)
     _refused({"z": zeros}, tmp_path / "a.zarc", match="compress=False", compress=True)

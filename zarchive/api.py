@@ -48,15 +48,16 @@ class ZArchive:
         dataclass field that the class no longer has.
     durable: fsync the archive and its directory before save() returns.
     verify: check checksums of every member read (switch off only for trusted files).
-    mmap: True (default): uncompressed arrays and tensors read from a local file are zero-copy views
-        of a private mapping of the file (full reads cost page faults, not a copy; no anonymous
-        memory). If another process truncates the file while they live, touching them kills the
-        interpreter with SIGBUS, as with safetensors' load_file or torch.load(mmap=True); zarchive's
-        own saves replace files and never truncate them, but `cp`, `rsync --inplace` or a writer
-        that rewrites in place do. False: values are copied into memory of their own (read with
-        pread, only what is asked for), so nothing another process does to the file can crash them,
-        at the cost of a copy (measured in README "Lazy reads and memory"). Either way a fetch after
-        the file shrank raises IntegrityError, and verify=False never returns bytes not read from it.
+    mmap: False (default): arrays and tensors read from a local file live in memory of the reader's
+        own, read with pread (only what is asked for; big members on several threads, checksummed as
+        they land), so nothing another process does to the file afterwards can touch them. True:
+        uncompressed arrays and tensors are zero-copy views of a private mapping of the file (a full
+        read costs page faults, not a copy, and no anonymous memory), with the hazard of every mapping
+        reader (safetensors' load_file, torch.load(mmap=True)): if another process truncates the file
+        while they live (`cp` over it, `rsync --inplace`, a writer that rewrites in place; zarchive's
+        own saves replace files and never do), touching them kills the interpreter with SIGBUS. Either
+        way a fetch after the file shrank raises IntegrityError, and verify=False never returns bytes
+        not read from it. The cost of the copy is measured in the README ("Lazy reads and memory").
     progress: None shows a tqdm bar for saves and reads of 64 MiB or more when stderr is a terminal;
         True always shows one, False never.
     max_nodes, max_read_bytes: a read refuses a file whose manifest has more nodes, or whose values
@@ -78,7 +79,7 @@ class ZArchive:
         *,
         durable: bool = True,
         verify: bool = True,
-        mmap: bool = True,
+        mmap: bool = False,
         max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
         max_nodes: int = DEFAULT_MAX_NODES,
         max_read_bytes: int | None = None,
@@ -126,8 +127,8 @@ class ZArchive:
         bar = progress_for_save(self.progress, members, file_path)
         on_member = bar.advance if bar is not None else None
 
-        def check_size(decoded: int, file_size: int) -> None:
-            check_read_budget(decoded, manifest.inline_bytes, file_size)
+        def check_size(read_cost: int, file_size: int) -> None:
+            check_read_budget(read_cost + manifest.inline_bytes, file_size)
 
         def write(f: Any) -> None:
             write_archive(f, manifest.data, members, metadata, level, on_member=on_member, check_size=check_size)
@@ -197,7 +198,12 @@ class ZArchive:
                 raise FormatError(f"{path!r} is a directory, not an archive") from None
         try:
             with gc_paused():
-                reader = ArchiveReader(source, verify=self.settings.verify, max_decompressed=self.max_decompressed)
+                reader = ArchiveReader(
+                    source,
+                    verify=self.settings.verify,
+                    max_decompressed=self.max_decompressed,
+                    max_read_bytes=self.max_read_bytes,
+                )
         except FormatError:
             from .foreign import open_if_foreign  # torch.save, .safetensors, .npy, .npz (known by their bytes)
             from .zanj import open_if_zanj  # a ZANJ file (known by its members) gets the ZANJ reader

@@ -244,7 +244,7 @@ def _same_config(a: Any, b: Any) -> bool:
 def _own_memory(obj: Any) -> Any:
     """`obj` with every tensor that borrows the archive's memory replaced by its own copy.
 
-    Tensors read from an archive view the mapped file; a live optimizer keeps its state tensors for the
+    Tensors read with `mmap=True` view the mapped file; a live optimizer keeps its state tensors for the
     rest of the run, which would keep the file mapped (and its disk space in use after it is deleted).
     Containers are rebuilt as the same classes; a tensor met twice is copied once.
     """

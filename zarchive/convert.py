@@ -19,8 +19,9 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
+from .container.budget import default_read_budget
 from .container.safetensors_layout import MAX_HEADER_BYTES
-from .errors import FormatError, MemberNotFoundError, SaveError, UnknownTypeError, ZArchiveError
+from .errors import FormatError, MemberNotFoundError, SaveError, UnknownTypeError, UnsafeArchiveError, ZArchiveError
 from .objpath import escape
 
 ZARC_EXTS = (".zarc",)
@@ -71,12 +72,16 @@ def convert(
     *,
     compress: Any = True,
     unknown: str = "error",
+    max_bytes: int | None = None,
     select: str | None = None,
     arrays: bool | None = None,
     max_shard_size: int | str | None = None,
 ) -> ConvertReport:
     """Convert `src` to `dst`, the direction given by their extensions (see conversion_kind).
 
+    max_bytes: the most a conversion to .safetensors (or .pt) may write, checked before anything is
+    copied (views of one small storage, even with zero strides, are written whole); None: 1 GiB + 16 x
+    the source file's size, the default read budget.
     Out of a .zarc (to .safetensors or .pt/.pth), see zarchive.convert_out: `select` takes the value
     at one object path with names relative to it (e.g. "model/state_dict": exactly its keys),
     `arrays` adds numeric numpy arrays (default: only without `select`), `max_shard_size` ("5GB")
@@ -92,7 +97,13 @@ def convert(
 
         fmt = "torch" if kind == "zarc->torch" else "safetensors"
         count, notes = export_tensors(
-            os.fspath(src), os.fspath(dst), fmt=fmt, select=select, arrays=arrays, max_shard_size=max_shard_size
+            os.fspath(src),
+            os.fspath(dst),
+            fmt=fmt,
+            select=select,
+            arrays=arrays,
+            max_shard_size=max_shard_size,
+            max_bytes=max_bytes,
         )
         return ConvertReport(os.fspath(src), os.fspath(dst), kind, count=count, notes=notes)
     if exporting:
@@ -105,7 +116,20 @@ def convert(
         return torch_to_zarc(src, dst, compress=compress)
     if kind == "zarc->zarc":
         return zarc_to_zarc(src, dst, compress=compress)
-    return zarc_to_safetensors(src, dst)
+    return zarc_to_safetensors(src, dst, max_bytes=max_bytes)
+
+
+def check_output_size(tensors: dict[str, Any], src: PathLike, max_bytes: int | None) -> None:
+    """Refuse to write tensors whose bytes, laid out whole, exceed `max_bytes` (None: the default read
+    budget of `src`), before any of them is copied."""
+    total = sum(t.numel() * t.element_size() for t in tensors.values())
+    limit = max_bytes if max_bytes is not None else default_read_budget(os.path.getsize(src))
+    if total > limit:
+        default = "" if max_bytes is not None else " (the default: 1 GiB + 16 x the source's size)"
+        raise UnsafeArchiveError(
+            f"the output would hold {total:,} bytes of tensors, over max_bytes={limit:,}{default}: some are "
+            "views that repeat a small storage; pass a bigger max_bytes (--max-bytes) if you trust the file"
+        )
 
 
 def _source_record(fmt: str, src: PathLike, **extra: Any) -> dict[str, Any]:
@@ -250,7 +274,7 @@ def _names(paths: list[list[str]], notes: list[str]) -> list[str]:
     return ["/".join(escape(c) for c in p) if p else "tensor" for p in paths]
 
 
-def zarc_to_safetensors(src: PathLike, dst: PathLike) -> ConvertReport:
+def zarc_to_safetensors(src: PathLike, dst: PathLike, *, max_bytes: int | None = None) -> ConvertReport:
     """Every tensor (and numeric numpy array) of an archive in one `.safetensors`, named by object path.
 
     safetensors cannot store two names for one memory: a tensor stored once under several paths (tied
@@ -287,6 +311,7 @@ def zarc_to_safetensors(src: PathLike, dst: PathLike) -> ConvertReport:
             t = value.detach().to("cpu")
             kept[ident] = name
             tensors[name] = t
+    check_output_size(tensors, src, max_bytes)
     _separate_shared(tensors, report.notes)
     unsupported = [n for n, t in tensors.items() if not _safetensors_dtype(t.dtype)]
     for n in unsupported:

@@ -24,7 +24,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .errors import MemberNotFoundError, SaveError
+from .errors import MemberNotFoundError, SaveError, UnsafeArchiveError
 from .objpath import escape, join_path, split_path
 
 MAX_WALK_DEPTH = 200
@@ -113,6 +113,26 @@ def load_selected(src: str, select: str | None) -> Any:
                 path=path,
             )
         return arc.get(path)
+
+
+def check_output_size(tensors: dict[str, Any], src: str, max_bytes: int | None, *, fmt: str) -> None:
+    """Refuse, before anything is copied, an output larger than `max_bytes`: torch.save writes each
+    storage once (whole), safetensors every tensor's values (a view that repeats a small storage,
+    with zero strides, is written expanded)."""
+    from .container.budget import default_read_budget
+
+    if fmt == "torch":
+        storages = {(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()) for t in tensors.values()}
+        total = sum(n for _, n in storages)
+    else:
+        total = sum(t.numel() * t.element_size() for t in tensors.values())
+    limit = max_bytes if max_bytes is not None else default_read_budget(os.path.getsize(src))
+    if total > limit:
+        default = "" if max_bytes is not None else " (the default: 1 GiB + 16 x the source's size)"
+        raise UnsafeArchiveError(
+            f"the output would hold {total:,} bytes of tensors, over max_bytes={limit:,}{default}: pass a bigger "
+            "max_bytes (--max-bytes) if you trust the file"
+        )
 
 
 # --- writing ---
@@ -257,10 +277,12 @@ def export_tensors(
     select: str | None = None,
     arrays: bool | None = None,
     max_shard_size: int | str | None = None,
+    max_bytes: int | None = None,
 ) -> tuple[int, list[str]]:
     """Write the tensors of `src` (below `select`) to `dst` as fmt "torch" or "safetensors";
     (how many tensors, notes). `arrays`: include numeric numpy arrays (default: only without a
-    selection)."""
+    selection). `max_bytes`: the most the output may hold, checked before anything is written
+    (None: the default read budget of `src`, 1 GiB + 16 x its size)."""
     notes: list[str] = []
     limit = parse_size(max_shard_size) if max_shard_size is not None else None
     if limit is not None and fmt != "safetensors":
@@ -269,6 +291,7 @@ def export_tensors(
     found = collect_tensors(value, arrays=select is None if arrays is None else arrays, notes=notes)
     names = tensor_names([p for p, _ in found], notes)
     tensors = dict(zip(names, (t for _, t in found)))
+    check_output_size(tensors, src, max_bytes, fmt=fmt)
     if fmt == "torch":
         save_torch(tensors, dst)
     else:

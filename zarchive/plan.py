@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from .container.budget import ReadBudget
 from .container.source import ByteSource
 from .errors import FormatError, UnknownTypeError, UnsafeArchiveError, UntrustedTypeError, VersionError, ZArchiveError
 from .nodes.base import SchemaSource
@@ -27,13 +28,6 @@ from .typeref import CLASS_KINDS, class_tag, resolve_class
 
 MAX_DEPTH = 200
 DEFAULT_MAX_NODES = 20_000_000
-# What a read may allocate when max_read_bytes is not given: 1 GiB plus 64 times the archive's size.
-# Mapped members cost nothing (they are the file); what costs is decompressed members, inline data,
-# and members read from a source that is not mapped. A 10 GB model of uncompressed weights allocates
-# nothing; a compressed one at most its decoded size, far below 64 times its file; a 133 KB archive
-# asking for 4 GB of decompressed members does not pass.
-DEFAULT_READ_BYTES_BASE = 1 << 30
-DEFAULT_READ_BYTES_PER_FILE_BYTE = 64
 Unresolved = Literal["raise", "generic"]
 TensorsAs = Literal["torch", "numpy"]
 
@@ -47,7 +41,7 @@ class ReadPolicy:
     unresolved: Unresolved = "raise"
     tensors: TensorsAs = "torch"
     max_nodes: int = DEFAULT_MAX_NODES
-    max_read_bytes: int | None = None  # None: DEFAULT_READ_BYTES_BASE + 64 x the archive's size
+    max_read_bytes: int | None = None  # None: container.budget.default_read_budget(the file's size)
 
     @classmethod
     def make(
@@ -122,6 +116,8 @@ class MemberReader(Protocol):
     def format_version(self) -> str: ...
     @property
     def source(self) -> ByteSource: ...
+    @property
+    def budget(self) -> ReadBudget | None: ...
     def member_entry(self, name: str, *, path: str | None = None) -> dict[str, Any]: ...
     def member_bytes(self, name: str, *, path: str | None = None, expected_size: int | None = None) -> memoryview: ...
 
@@ -150,10 +146,8 @@ class Planner:
         self.version = f"{major}.{minor}"
         self.newer = major == FORMAT_MAJOR and minor > FORMAT_MINOR
         self._mapped = reader.source.mapped
-        limit = policy.max_read_bytes
-        if limit is None:
-            limit = DEFAULT_READ_BYTES_BASE + DEFAULT_READ_BYTES_PER_FILE_BYTE * reader.source.size
-        self.max_read_bytes = limit
+        # the open file's budget (made from the same setting, the JSON parsed to open it charged)
+        self.budget = reader.budget or ReadBudget(policy.max_read_bytes, reader.source.size)
 
     @property
     def tensors(self) -> TensorsAs:
@@ -172,13 +166,8 @@ class Planner:
     def run(self, node: Any, path: list[str]) -> Plan:
         self.path = list(path)
         self.visit(node)
-        if self.plan.nbytes > self.max_read_bytes and not self.audit:
-            what = "" if self.policy.max_read_bytes is not None else " (the default: 1 GiB + 64 x the file's size)"
-            raise UnsafeArchiveError(
-                f"reading this allocates {self.plan.nbytes:,} bytes, over max_read_bytes={self.max_read_bytes:,}{what} "
-                "(raise it with ZArchive(max_read_bytes=...) if you trust the file)",
-                path=self.path_str,
-            )
+        if not self.audit:
+            self.budget.check_plan(self.plan.nbytes, path=self.path_str)
         return self.plan
 
     def error(self, message: str, *, member: str | None = None) -> FormatError:

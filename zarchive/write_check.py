@@ -7,7 +7,7 @@ depth, node count, shapes and element counts, node fields, the `.jsonl` lists of
 save's planned members standing in for the file's. Anything the reader would refuse is a SaveError
 that names the object path and the reader's reason, raised before the target is touched.
 
-Limits that depend on the bytes written (how far compressed members expand, see `read_budget`) are
+Limits that depend on the bytes written (how far compressed members expand, how much JSON they hold: see `check_read_budget`) are
 checked by the writer once those bytes exist, still before the file is moved into place.
 """
 
@@ -18,14 +18,15 @@ from typing import Any
 
 from .container.archive_reader import MAX_JSON_MEMBER_BYTES
 from .container.archive_writer import MANIFEST_NAME, MemberPlan
+from .container.budget import default_read_budget
 from .container.jsontext import dumps_pretty, loads_strict
 from .container.zipreader import DEFAULT_MAX_MEMBERS
 from .errors import SaveError, ZArchiveError
 from .nodes.base import SchemaSource
-from .plan import DEFAULT_READ_BYTES_BASE, DEFAULT_READ_BYTES_PER_FILE_BYTE, Planner, ReadPolicy
+from .plan import Planner, ReadPolicy
 from .protocol import FORMAT_VERSION
 
-__all__ = ["CheckedManifest", "check_read_budget", "check_readable", "read_budget"]
+__all__ = ["CheckedManifest", "check_read_budget", "check_readable"]
 
 
 @dataclass
@@ -50,6 +51,7 @@ class _Planned:
     def __init__(self, members: list[MemberPlan]) -> None:
         self.members = {m.name: m for m in members}
         self.source = _NoFile()
+        self.budget = None  # the planner runs in audit mode: it checks no budget
 
     @property
     def format_version(self) -> str:
@@ -103,18 +105,14 @@ def check_readable(manifest: dict[str, Any], members: list[MemberPlan], registry
     return CheckedManifest(data, planner.plan.inline_bytes)
 
 
-def read_budget(file_size: int) -> int:
-    """What a read of a file of `file_size` bytes may allocate by default (plan.Planner's rule)."""
-    return DEFAULT_READ_BYTES_BASE + DEFAULT_READ_BYTES_PER_FILE_BYTE * file_size
-
-
-def check_read_budget(decoded: int, inline_bytes: int, file_size: int) -> None:
-    """Refuse a file whose full read allocates more than a default read may: `decoded` bytes of
-    compressed members plus `inline_bytes` of inline data, against read_budget(file_size)."""
-    need = decoded + inline_bytes
-    if need > read_budget(file_size):
+def check_read_budget(read_cost: int, file_size: int) -> None:
+    """Refuse a file whose full default read allocates more than a default read may: `read_cost`
+    (see archive_writer.write_archive) against container.budget.default_read_budget(file_size)."""
+    limit = default_read_budget(file_size)
+    if read_cost > limit:
         raise SaveError(
-            f"reading this file back would allocate {need:,} bytes (compressed members that expand that far, "
-            f"and inline data), over the {read_budget(file_size):,} a default read allows for a file of "
-            f"{file_size:,} bytes: save it with compress=False (or without the most compressible values)"
+            f"reading this file back would allocate up to {read_cost:,} bytes (compressed members that "
+            f"expand that far, JSON, inline data), over the {limit:,} a default read allows for a file of "
+            f"{file_size:,} bytes: save it with compress=False, or with fewer, bigger values (arrays "
+            "instead of long lists of small ones)"
         )

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from hostile.craft import Parts, pack
-from hostile.formats import npy_bytes, safetensors_bytes
+from hostile.formats import npy_bytes, safetensors_bytes, zstd_frame
 
 CaseTuple = tuple[str, Callable[[], bytes], str | None, str]
 
@@ -108,4 +108,31 @@ def bounded_cases(base: Callable[[], Parts], with_root: Callable[..., bytes]) ->
 
     # a full read checks whole members and a lazy one the entries it needs: only verify() refuses it
     case("bounded_entries_overlap", None, "", overlapping_entries)
+
+    def jsonl_of_brackets(n: int) -> Callable[[], bytes]:
+        # n bytes of `[` in a .jsonl member: a 1 KB zstd frame of RLE blocks that decodes to JSON
+        # whose parse would build ~84 bytes of list objects per byte; charged (and refused) before
+        # any parsing, which would also refuse it, but only after work and memory
+        def build() -> bytes:
+            body = b"[" * n
+            root = {"$type": "list", "$ref": "l.jsonl.zst", "length": 1, "nbytes": n, "items": "plain"}
+            frame = zstd_frame(rle=(ord("["), n))
+            return with_root(root, {"l.jsonl.zst": body}, stored={"l.jsonl.zst": frame})
+
+        return build
+
+    case("bounded_jsonl_objects_past_budget", "UnsafeArchiveError", "parsing this JSON", jsonl_of_brackets(14_000_000))
+
+    def twenty_nodes_one_member() -> bytes:
+        # twenty nodes naming one 16 MiB compressed member: decoded once and shared (twenty copies
+        # would not fit the corpus test's address-space limit)
+        n = 16 << 20
+        node = {"$type": "bytes", "$ref": "z.bin.zst", "nbytes": n}
+        return with_root(
+            {f"b{i}": dict(node) for i in range(20)},
+            {"z.bin.zst": bytes(n)},
+            stored={"z.bin.zst": zstd_frame(rle=(0, n))},
+        )
+
+    case("bounded_twenty_nodes_one_member", None, "", twenty_nodes_one_member)
     return cases

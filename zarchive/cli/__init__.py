@@ -132,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", help="destination directory (created if needed)")
     p.add_argument("-f", "--force", action="store_true", help="overwrite existing files")
     p.add_argument("-v", "--verbose", action="store_true", help="print each file written")
+    p.add_argument("--max-bytes", type=_positive, default=None, metavar="N",
+                   help="refuse to write more than N bytes in all (default: 1 GiB + 16 x the archive's size)")  # fmt: skip
     p.set_defaults(func=files.cmd_extract)
 
     p = _sub(subs, "convert", "convert between .zarc and .zanj/.safetensors/.pt/.pth")
@@ -150,6 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-shard-size", metavar="SIZE",
                    help="to .safetensors: shards of at most SIZE (e.g. 5GB) plus a Hugging Face index.json")  # fmt: skip
     p.add_argument("-f", "--force", action="store_true", help="overwrite DST if it exists")
+    p.add_argument("--max-bytes", type=_positive, default=None, metavar="N",
+                   help="refuse to write more than N bytes of tensors (default: 1 GiB + 16 x SRC's size)")  # fmt: skip
     p.set_defaults(func=files.cmd_convert)
     return parser
 

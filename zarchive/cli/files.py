@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 from ..container import codecs
+from ..container.budget import default_read_budget
 from ..container.names import collision_key, name_problem
 from ..errors import IntegrityError, ZArchiveError
 from ..options import parse_compress
@@ -51,33 +52,39 @@ def cmd_verify(args: Any) -> int:
 
 
 # --- extract ---
-def _member_source(path: str) -> tuple[list[tuple[str, str]], Any, Any]:
-    """[(member, file name to write)], a function giving a member's plain bytes, and a closer."""
+def _member_source(path: str) -> tuple[list[tuple[str, str, int]], Any, Any]:
+    """[(member, file name to write, bytes it holds)], a function giving a member's plain bytes (not
+    kept after it is returned), and a closer."""
     from ..container.archive_reader import ArchiveReader
     from ..container.archive_writer import MANIFEST_NAME
-    from ..container.source import MappedSource
+    from ..container.source import open_local
     from ..zanj.container import ZanjZip, looks_like_zanj
 
     check_file(path, remote_ok=False)
-    source = MappedSource(path)
+    source = open_local(path)  # read, not mapped: a file truncated meanwhile cannot crash the command
     try:
         if looks_like_zanj(source):
             zz = ZanjZip(source, max_member_bytes=4 << 30)
-            return [(n, n) for n in zz.members], lambda n: zz.read(n), zz.close
+            return [(n, n, info.file_size) for n, info in zz.members.items()], lambda n: zz.read(n), zz.close
         reader = ArchiveReader(source)
     except BaseException:
         source.close()
         raise
     plan = []
-    for name in reader.zip.members:
+    for name, info in reader.zip.members.items():
         entry = reader.metadata["members"].get(name)
         zstd = entry is not None and entry.get("codec") == "zstd"
-        plan.append((name, name[: -len(codecs.ZSTD_SUFFIX)] if zstd else name))
+        size = entry["size"] if entry is not None else info.size
+        plan.append((name, name[: -len(codecs.ZSTD_SUFFIX)] if zstd else name, size))
 
     listed = {n for n in reader.metadata["members"] if n != MANIFEST_NAME}
 
     def data(name: str) -> Any:  # listed members decompressed and checked; the two JSON members checked
-        return reader.member_bytes(name) if name in listed else reader.zip.read_checked(name)
+        if name not in listed:
+            return reader.zip.read_checked(name)
+        out = reader.member_bytes(name)
+        reader.forget(name)  # written next, then dropped: extracting holds one member at a time
+        return out
 
     return plan, data, reader.close
 
@@ -103,9 +110,17 @@ def cmd_extract(args: Any) -> int:
         close()
         raise CliError(f"cannot create {args.dir}: {e.strerror}") from None
     try:
+        total = sum(size for _, _, size in plan)
+        limit = args.max_bytes if args.max_bytes is not None else default_read_budget(os.path.getsize(args.path))
+        if total > limit:
+            default = "" if args.max_bytes is not None else " (the default: 1 GiB + 16 x the archive's size)"
+            raise CliError(
+                f"extracting {args.path} writes {total:,} bytes, over --max-bytes={limit:,}{default}: "
+                "pass a bigger --max-bytes if you trust the file"
+            )
         seen: dict[str, str] = {}
         targets = []
-        for member, out_name in plan:
+        for member, out_name, _ in plan:
             key = collision_key(out_name)
             if key in seen:
                 raise CliError(f"members {seen[key]!r} and {member!r} would both be written to {out_name!r}")
@@ -179,6 +194,7 @@ def cmd_convert(args: Any) -> int:
             args.dst,
             compress=compress,
             unknown="dict" if args.plain else "error",
+            max_bytes=args.max_bytes,
             **{k: v for k in ("select", "arrays", "max_shard_size") if (v := getattr(args, k, None)) is not None},
         )
     except ValueError as e:

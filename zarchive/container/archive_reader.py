@@ -15,6 +15,7 @@ from ..errors import FormatError, IntegrityError, MemberNotFoundError, UnsafeArc
 from ..protocol import FORMAT_MAJOR, FORMAT_NAME
 from . import codecs
 from .archive_writer import HEADER_LABEL, MANIFEST_NAME, METADATA_NAME
+from .budget import ReadBudget, holds_json
 from .crc import crc32, crc_hex
 from .jsontext import loads_strict
 from .source import ByteSource, SourceChangedError
@@ -37,8 +38,11 @@ class ArchiveReader:
         verify: bool = True,
         max_members: int = DEFAULT_MAX_MEMBERS,
         max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+        max_read_bytes: int | None = None,
     ) -> None:
         self.source = source
+        # this open file's memory budget: the JSON parsed here is charged now, reads plan the rest
+        self.budget = ReadBudget(max_read_bytes, source.size)
         self.verify = verify
         self.max_decompressed = max_decompressed
         self.zip = ZipReader(source, max_members=max_members)
@@ -69,6 +73,7 @@ class ArchiveReader:
         data = self.zip.read_checked(name)
         if check_listed:
             self._check_member_crc(name, data)
+        self.budget.charge_json(data, member=name)
         return loads_strict(data, member=name)
 
     def _check_metadata(self) -> None:
@@ -250,6 +255,8 @@ class ArchiveReader:
                 self._checked.add((name, ""))
             if self.on_read is not None:
                 self.on_read(name, data.nbytes)
+            if holds_json(name):  # its caller parses it next
+                self.budget.charge_json(data, member=name)
             return data
         if entry["size"] > self.max_decompressed:
             raise UnsafeArchiveError(
@@ -265,10 +272,17 @@ class ArchiveReader:
         if self.verify and crc_hex(crc32(out)) != entry.get("content_crc32"):
             raise IntegrityError("decompressed bytes do not match their checksum", member=name, path=path)
         view = memoryview(out)
+        if holds_json(name):  # its caller parses it next
+            self.budget.charge_json(view, member=name)
         self._decoded[name] = view
         if self.on_read is not None:
             self.on_read(name, view.nbytes)
         return view
+
+    def forget(self, name: str) -> None:
+        """Drop a member's decoded bytes from this reader's cache (a caller that reads each member
+        once, such as extract, keeps memory to one member)."""
+        self._decoded.pop(name, None)
 
     def member_prefix(self, name: str, n: int, *, path: str | None = None) -> bytes | memoryview:
         """Up to `n` leading bytes of a member, NOT verified: only for sanity checks made before a

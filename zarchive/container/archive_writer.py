@@ -13,11 +13,12 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 from ..errors import SaveError, ZArchiveError
 from . import codecs, old_file
+from .budget import holds_json, json_memory_estimate
 from .crc import crc32, crc32_combine, crc_hex
 from .jsontext import dumps_pretty
 from .names import check_name
@@ -136,6 +137,17 @@ def _write_zstd(zw: ZipWriter, m: MemberPlan, level: int) -> dict[str, Any]:
     }
 
 
+def _tallied(parts: Callable[[], Iterable[Part]], tally: list[int]) -> Callable[[], Iterable[Part]]:
+    """`parts`, adding the estimated parse cost of each part's JSON text to `tally` as it is made."""
+
+    def counted() -> Iterable[Part]:
+        for label, buf in parts():
+            tally.append(json_memory_estimate(buf))
+            yield label, buf
+
+    return counted
+
+
 def write_archive(
     target: BinaryIO,
     manifest: dict[str, Any] | bytes,
@@ -149,8 +161,9 @@ def write_archive(
 
     `manifest`: the manifest, or its bytes already encoded (and checked, see write_check).
     on_member(name, size) is called after each member is written (for progress bars).
-    check_size(decoded, file_size), once every member is written: raise to refuse the file, given the
-    bytes its compressed members decode to and (about) the size of the whole file."""
+    check_size(read_cost, file_size), once every member is written: raise to refuse the file, given
+    what a default full read allocates (members decoded or read into memory, and the estimated objects
+    of every JSON text: see container.budget) and (about) the size of the whole file."""
     zw = ZipWriter(target)
     manifest_bytes = manifest if isinstance(manifest, bytes) else dumps_pretty(manifest)
     m_entry = zw.write_entry(MANIFEST_NAME, manifest_bytes)
@@ -162,9 +175,12 @@ def write_archive(
             "crc32": crc_hex(m_entry.crc),
         }
     }
+    json_cost = [json_memory_estimate(manifest_bytes)]
     pool = _ChecksumPool()
     try:
         for m in members:
+            if holds_json(m.name):
+                m = replace(m, parts=_tallied(m.parts, json_cost))
             try:
                 if m.codec == "zstd" and level is not None:
                     infos[m.name] = _write_zstd(zw, m, level)
@@ -182,9 +198,10 @@ def write_archive(
     metadata["members"] = infos
     metadata_bytes = dumps_pretty(metadata)
     if check_size is not None:
-        decoded = sum(info["size"] for info in infos.values() if info["codec"] != "none")
+        read_cost = sum(info["size"] for info in infos.values()) + sum(json_cost)
+        read_cost += json_memory_estimate(metadata_bytes) + len(metadata_bytes)
         # (the directory adds about 100 bytes a member: a file a little bigger than this)
-        check_size(decoded, target.tell() + len(metadata_bytes))
+        check_size(read_cost, target.tell() + len(metadata_bytes))
     zw.write_entry(METADATA_NAME, metadata_bytes)
     zw.finish([MANIFEST_NAME, METADATA_NAME])
 

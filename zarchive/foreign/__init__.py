@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..container.budget import ReadBudget
 from ..container.source import ByteSource
 from ..plan import ReadPolicy
 from .archive import ForeignArchive
@@ -24,10 +25,13 @@ def open_if_foreign(source: ByteSource, za: Any, policy: ReadPolicy | None = Non
     source is then left open); used by ZArchive.open, with its settings and read policy, when the
     zarchive reader rejected the file. The source is closed if reading it as such a file fails."""
     try:
-        layout = read_layout(source, max_member_bytes=za.max_decompressed)
+        budget = ReadBudget(policy.max_read_bytes if policy is not None else za.max_read_bytes, source.size)
+        layout = read_layout(source, max_member_bytes=za.max_decompressed, budget=budget)
         if layout is None:
             return None
-        return ForeignArchive(source, layout, settings=za.settings, max_member_bytes=za.max_decompressed, policy=policy)
+        return ForeignArchive(
+            source, layout, settings=za.settings, max_member_bytes=za.max_decompressed, budget=budget, policy=policy
+        )
     except BaseException:
         source.close()
         raise

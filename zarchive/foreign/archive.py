@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..container.budget import ReadBudget
 from ..container.source import ByteSource
 from ..context import SaveContext
 from ..errors import FormatError, SaveError
@@ -63,6 +64,7 @@ class ForeignArchive(PlannedArchive):
         *,
         settings: Settings,
         max_member_bytes: int,
+        budget: ReadBudget,
         policy: ReadPolicy | None = None,
     ) -> None:
         self.format = layout.kind
@@ -70,7 +72,12 @@ class ForeignArchive(PlannedArchive):
         root = manifest_root(layout)
         self._manifest = {"format": KIND_NAMES[layout.kind], "root": root}
         reader = ForeignReader(
-            source, layout.regions, zip_=layout.zip, verify=settings.verify, max_member_bytes=max_member_bytes
+            source,
+            layout.regions,
+            zip_=layout.zip,
+            verify=settings.verify,
+            max_member_bytes=max_member_bytes,
+            budget=budget,
         )
         registry = HandlerRegistry([ForeignTensorHandler(), ForeignArrayHandler()])
         super().__init__(reader, registry, settings, policy)

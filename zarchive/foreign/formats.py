@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..container import npy
+from ..container.budget import ReadBudget
 from ..container.jsontext import loads_strict
 from ..container.safetensors_layout import MAX_HEADER_BYTES, header_length, parse_header
 from ..container.source import ByteSource
@@ -77,8 +78,9 @@ def sniff(source: ByteSource) -> str | None:
     return None
 
 
-def read_layout(source: ByteSource, *, max_member_bytes: int) -> ForeignLayout | None:
-    """The layout of a foreign file, or None when the bytes are none of the kinds read here."""
+def read_layout(source: ByteSource, *, max_member_bytes: int, budget: ReadBudget) -> ForeignLayout | None:
+    """The layout of a foreign file, or None when the bytes are none of the kinds read here. What
+    parsing its header or pickle builds is charged to `budget` (the open file's read budget)."""
     kind = sniff(source)
     if kind is None:
         return None
@@ -96,7 +98,7 @@ def read_layout(source: ByteSource, *, max_member_bytes: int) -> ForeignLayout |
     if kind == "npy":
         return _npy_layout(source)
     if kind == "safetensors":
-        return _safetensors_layout(source)
+        return _safetensors_layout(source, budget)
     try:
         zip_ = ZanjZip(source, max_member_bytes=max_member_bytes)
     except Exception:  # noqa: BLE001 - zipfile raises many types: not a zip read here, the .zarc reader's error says why
@@ -104,7 +106,7 @@ def read_layout(source: ByteSource, *, max_member_bytes: int) -> ForeignLayout |
     names = list(zip_.members)
     pkls = [n for n in names if _PKL.match(n)]
     if len(pkls) == 1:
-        return _torch_layout(zip_, pkls[0])
+        return _torch_layout(zip_, pkls[0], budget)
     if names and all(n.endswith(".npy") for n in names):
         return _npz_layout(zip_)
     return None
@@ -179,10 +181,11 @@ def _inflated_prefix(zip_: ZanjZip, name: str, n: int) -> bytes:
 
 
 # --- .safetensors ---
-def _safetensors_layout(source: ByteSource) -> ForeignLayout:
+def _safetensors_layout(source: ByteSource, budget: ReadBudget) -> ForeignLayout:
     label = "(safetensors header)"
     base = header_length(source.view(0, 8), source.size, member=label)
     head = source.view(0, base)
+    budget.charge_json(head[8:], member=label)
     slots = parse_header(head, source.size, member=label)
     meta: dict[str, Any] = {}
     if b'"__metadata__"' in bytes(head[8:]):
@@ -214,7 +217,7 @@ def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 # --- torch.save ---
-def _torch_layout(zip_: ZanjZip, pkl: str) -> ForeignLayout:
+def _torch_layout(zip_: ZanjZip, pkl: str, budget: ReadBudget) -> ForeignLayout:
     prefix = pkl[: -len("/data.pkl")]
     try:
         order = f"{prefix}/byteorder"
@@ -226,7 +229,8 @@ def _torch_layout(zip_: ZanjZip, pkl: str) -> ForeignLayout:
                 )
         data = zip_.read(pkl, limit=MAX_PICKLE_BYTES)
         rules = TorchRules(pkl)
-        root = read_pickle(data, rules, member=pkl)
+        root, cost = read_pickle(data, rules, member=pkl, max_bytes=budget.left)
+        budget.charge(cost, "unpickling its values", member=pkl)
         regions: dict[str, Region] = {}
         for key, storage in rules.storages.items():
             name = f"{prefix}/data/{key}"

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..container.budget import ReadBudget
 from ..container.crc import crc32
 from ..container.source import ByteSource
 from ..errors import IntegrityError, MemberNotFoundError, UnsafeArchiveError
@@ -49,8 +50,10 @@ class ForeignReader:
         zip_: ZanjZip | None = None,
         verify: bool = True,
         max_member_bytes: int,
+        budget: ReadBudget,
     ) -> None:
         self._source = source
+        self.budget = budget  # the open file's read budget (headers and pickle parsed charged)
         self.regions = regions
         self.zip = zip_
         self.verify = verify

@@ -2,7 +2,7 @@
 
 Small arrays (at most `external_array_threshold` elements) are written inline, as nested lists when
 every value is exact and finite in JSON, else as base64 of their raw bytes. Larger arrays become `.npy`
-members, read back as views over the mapped file (no copy) when stored uncompressed. Object arrays are
+members, read back into memory of their own (or, with `mmap=True`, as views of the mapped file). Object arrays are
 saved item by item through the handler chain; nothing is ever pickled.
 """
 

@@ -50,7 +50,7 @@ class ZanjArchive(PlannedArchive):
         policy = policy if policy is not None else ReadPolicy()
         if unknown == "dict":
             policy = dataclasses.replace(policy, unresolved="generic")
-        zip_ = ZanjZip(source, max_member_bytes=max_member_bytes)
+        zip_ = ZanjZip(source, max_member_bytes=max_member_bytes, max_read_bytes=policy.max_read_bytes)
         try:
             if MAIN_NAME not in zip_.members:
                 raise FormatError(f"the zip has no {MAIN_NAME!r}: not a ZANJ file", member=MAIN_NAME)

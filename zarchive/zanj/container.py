@@ -19,6 +19,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
+from ..container.budget import ReadBudget, holds_json
 from ..container.jsontext import check_depth
 from ..container.names import collision_key, name_problem
 from ..container.source import ByteSource
@@ -101,8 +102,16 @@ class ZanjZip:
 
     format_version = "1.0"  # no zarchive node types of a newer version: every node is ZANJ's
 
-    def __init__(self, source: ByteSource, *, max_member_bytes: int, max_members: int = MAX_MEMBERS) -> None:
+    def __init__(
+        self,
+        source: ByteSource,
+        *,
+        max_member_bytes: int,
+        max_members: int = MAX_MEMBERS,
+        max_read_bytes: int | None = None,
+    ) -> None:
         self.source = source
+        self.budget = ReadBudget(max_read_bytes, source.size)  # JSON parsed charged here; reads plan the rest
         self.max_member_bytes = max_member_bytes
         try:
             self._zf = zipfile.ZipFile(_SourceFile(source))
@@ -186,7 +195,10 @@ class ZanjZip:
             raise UnsafeArchiveError(
                 f"the zip declares {entry['size']} bytes, the node needs {expected_size}", member=name, path=path
             )
-        return memoryview(self.read(name, path=path))
+        data = memoryview(self.read(name, path=path))
+        if holds_json(name):  # its caller parses it next
+            self.budget.charge_json(data, member=name)
+        return data
 
     def read(self, name: str, *, path: str | None = None, limit: int | None = None) -> bytearray:
         """A member's bytes, inflated (never past its declared size) and checked against its CRC.
@@ -220,7 +232,9 @@ class ZanjZip:
         return out
 
     def read_json(self, name: str) -> Any:
-        return loads_json(self.read(name, limit=MAX_JSON_BYTES), member=name)
+        data = self.read(name, limit=MAX_JSON_BYTES)
+        self.budget.charge_json(data, member=name)
+        return loads_json(data, member=name)
 
     def verify_all(self) -> list[tuple[str, str]]:
         """Inflate every member and check its CRC; (member, problem) for each failure."""
