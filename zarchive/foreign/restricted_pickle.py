@@ -11,8 +11,9 @@ buffers) is refused with RefusedPickleError before anything runs.
 Work and memory are bounded: every opcode consumes at least one byte of input, so the work is linear
 in the pickle's size; lengths declared by an opcode are checked against the bytes left before
 anything is allocated; the memo is a dict (a PUT to index 2**32-1 costs one entry); big ints are
-capped; the finished object graph is walked once with a visit budget (so shared references cannot
-multiply into a "billion laughs" tree), a depth limit and cycle detection.
+capped; an estimate of the memory the values take is kept as they are built and refused past the
+caller's limit (the read budget); the finished graph is checked by foreign.value_graph (depth,
+cycles, and visits counted along every path, so shared references cannot multiply unbounded).
 """
 
 from __future__ import annotations
@@ -23,10 +24,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..errors import FormatError, RefusedPickleError, UnsafeArchiveError
+from .value_graph import DEFAULT_MAX_VISITS, walk_bounded
 
-MAX_DEPTH = 200  # what the planner allows a manifest (plan.MAX_DEPTH)
 MAX_LONG_BYTES = 4096  # an int of more than 32,768 bits is not a weight file's
-DEFAULT_MAX_VISITS = 5_000_000
 
 
 @dataclass(frozen=True)
@@ -421,44 +421,6 @@ _REFUSED = {
     0x97: "NEXT_BUFFER",
     0x98: "READONLY_BUFFER",
 }
-
-
-def walk_bounded(value: Any, *, member: str | None, max_visits: int = DEFAULT_MAX_VISITS) -> int:
-    """Check the built object graph without recursion: no cycles, at most MAX_DEPTH levels, at most
-    `max_visits` visits counting every path to a shared object (so later recursive walks, which
-    visit shared objects once per path, stay bounded). Returns the number of visits."""
-    visits = 0
-    on_path: set[int] = set()
-    stack: list[tuple[Any, int, bool]] = [(value, 0, False)]
-    while stack:
-        obj, depth, leaving = stack.pop()
-        if leaving:
-            on_path.discard(id(obj))
-            continue
-        visits += 1
-        if visits > max_visits:
-            raise UnsafeArchiveError(
-                f"the pickled object graph has more than {max_visits:,} values counted along every path "
-                "(shared references multiplied)",
-                member=member,
-            )
-        if isinstance(obj, dict):
-            kids: Any = [*obj.keys(), *obj.values()]
-        elif isinstance(obj, (list, tuple, set, frozenset)):
-            kids = obj
-        else:
-            kids = getattr(obj, "children", None)
-            if kids is None:
-                continue
-            kids = kids()
-        if depth >= MAX_DEPTH:
-            raise FormatError(f"the pickled values are nested more than {MAX_DEPTH} levels deep", member=member)
-        if id(obj) in on_path:
-            raise FormatError("the pickled values contain themselves (a reference cycle)", member=member)
-        on_path.add(id(obj))
-        stack.append((obj, depth, True))
-        stack.extend((k, depth + 1, False) for k in kids)
-    return visits
 
 
 def read_pickle(
