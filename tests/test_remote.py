@@ -89,10 +89,10 @@ def test_file_url_is_saved_and_read_like_a_local_path(tmp_path):
     url = target.as_uri()
     assert zarchive.save(_sample(), url) == url
     assert target.is_file() and not [p for p in target.parent.iterdir() if p != target]  # no temp left
-    with zarchive.open(url) as arc:  # mapped, like a local path (the default)
+    with zarchive.open(url, mmap=True) as arc:  # mapped, like a local path
         assert isinstance(arc._reader.source, MappedSource)
         _check(arc.load(), _sample())
-    with zarchive.open(url, mmap=False) as arc:
+    with zarchive.open(url) as arc:  # read into memory, like a local path (the default)
         assert isinstance(arc._reader.source, LocalFileSource)
         _check(arc.load(), _sample())
 
