@@ -216,6 +216,8 @@ class ZArchive:
         tensors: TensorsAs = "torch",
     ) -> OpenedArchive:
         """Open an archive without loading it: only the zip directory, manifest and metadata are read.
+        ZANJ files, and torch.save (zip format), .safetensors, .npy and .npz files, are recognised by
+        their bytes and opened read-only behind the same interface (zarchive.zanj, zarchive.foreign).
 
         file_path may be an fsspec URL (then only the byte ranges that are used are fetched) or a
         readable binary file object (left open). trusted, unresolved and tensors apply to every value
@@ -255,13 +257,14 @@ class ZArchive:
                     max_read_bytes=self.max_read_bytes,
                 )
         except FormatError:
+            from .foreign import open_if_foreign  # torch.save, .safetensors, .npy, .npz (known by their bytes)
             from .zanj import open_if_zanj  # a ZANJ file (known by its members) gets the ZANJ reader
 
-            zanj = open_if_zanj(source, self, policy)
-            if zanj is None:
+            opened = open_if_zanj(source, self, policy) or open_if_foreign(source, self, policy)
+            if opened is None:
                 source.close()
                 raise
-            return zanj
+            return opened
         except BaseException:
             source.close()
             raise

@@ -60,10 +60,11 @@ class TreeBrowser:
 
 
 class OpenedArchive(Protocol):
-    """What `zarchive.open` returns, for a .zarc (lazy.LazyArchive) and for a ZANJ file
-    (zanj.ZanjArchive) alike: what the command line, progress bars and ConfiguredModel.read use."""
+    """What `zarchive.open` returns, for a .zarc (lazy.LazyArchive), a ZANJ file (zanj.ZanjArchive)
+    and a torch.save, safetensors or numpy file (foreign.ForeignArchive) alike: what the command
+    line, progress bars and ConfiguredModel.read use."""
 
-    format: str  # "zarchive" or "zanj"
+    format: str  # "zarchive", "zanj", or a foreign file's kind: "torch", "safetensors", "npy", "npz"
 
     @property
     def manifest(self) -> Any: ...

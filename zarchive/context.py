@@ -21,6 +21,7 @@ from .objpath import join_path
 from .options import ErrorMode, Settings
 from .plan import MemberReader, Plan, ReadPolicy, file_version
 from .protocol import FORMAT_MAJOR, FORMAT_MINOR, FORMAT_VERSION
+from .save_hints import save_hint
 
 Node = Any  # a JSON value: the manifest form of one object
 
@@ -87,7 +88,7 @@ class SaveContext:
             if handler is None:
                 raise self.error(
                     f"no handler can save an object of type {type(obj).__module__}.{type(obj).__qualname__} "
-                    "(register a handler for it, or convert it to a supported type)"
+                    f"({save_hint(obj) or 'register a handler for it, or convert it to a supported type'})"
                 )
             oid = id(obj)
             if oid in self._active:

@@ -58,25 +58,56 @@ def conversion_kind(src: PathLike, dst: PathLike) -> str:
             return "zarc->zarc"
     if d == ".safetensors" and s in ZARC_EXTS:
         return "zarc->safetensors"
+    if d in TORCH_EXTS and s in ZARC_EXTS:
+        return "zarc->torch"
     raise ValueError(
         f"cannot convert {s or 'a file without extension'} to {d or 'a file without extension'}: supported are "
-        ".zanj/.safetensors/.pt/.pth/.zarc -> .zarc, and .zarc -> .safetensors"
+        ".zanj/.safetensors/.pt/.pth/.zarc -> .zarc, and .zarc -> .safetensors/.pt/.pth"
     )
 
 
 def convert(
-    src: PathLike, dst: PathLike, *, compress: Any = True, unknown: str = "error", max_bytes: int | None = None
+    src: PathLike,
+    dst: PathLike,
+    *,
+    compress: Any = True,
+    unknown: str = "error",
+    max_bytes: int | None = None,
+    select: str | None = None,
+    arrays: bool | None = None,
+    max_shard_size: int | str | None = None,
 ) -> ConvertReport:
     """Convert `src` to `dst`, the direction given by their extensions (see conversion_kind).
 
-    max_bytes: the most a conversion to .safetensors may write, checked before anything is copied
-    (views of one small storage, even with zero strides, are written whole); None: 1 GiB + 16 x the
-    source file's size, the default read budget."""
+    max_bytes: the most a conversion to .safetensors (or .pt) may write, checked before anything is
+    copied (views of one small storage, even with zero strides, are written whole); None: 1 GiB + 16 x
+    the source file's size, the default read budget.
+    Out of a .zarc (to .safetensors or .pt/.pth), see zarchive.convert_out: `select` takes the value
+    at one object path with names relative to it (e.g. "model/state_dict": exactly its keys),
+    `arrays` adds numeric numpy arrays (default: only without `select`), `max_shard_size` ("5GB")
+    shards a .safetensors output with a Hugging Face index."""
     kind = conversion_kind(src, dst)
     if not os.path.isfile(src):
         raise MemberNotFoundError(f"no file at {os.fspath(src)!r}")
     if os.path.abspath(src) == os.path.abspath(dst):
         raise ValueError("source and destination are the same file")
+    exporting = select is not None or arrays is not None or max_shard_size is not None
+    if kind == "zarc->torch" or (kind == "zarc->safetensors" and exporting):
+        from .convert_out import export_tensors
+
+        fmt = "torch" if kind == "zarc->torch" else "safetensors"
+        count, notes = export_tensors(
+            os.fspath(src),
+            os.fspath(dst),
+            fmt=fmt,
+            select=select,
+            arrays=arrays,
+            max_shard_size=max_shard_size,
+            max_bytes=max_bytes,
+        )
+        return ConvertReport(os.fspath(src), os.fspath(dst), kind, count=count, notes=notes)
+    if exporting:
+        raise ValueError("select, arrays and max_shard_size apply to conversions out of a .zarc")
     if kind == "zanj->zarc":
         return zanj_to_zarc(src, dst, compress=compress, unknown=unknown)
     if kind == "safetensors->zarc":

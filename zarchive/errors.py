@@ -100,3 +100,9 @@ class UnsupportedDtypeError(ZArchiveError, TypeError):
 class ExportWarning(UserWarning):
     """An export asked of a save (`export=`) failed or disagreed with the model, and the save went on
     without it because `export_errors="warn"`."""
+
+
+class RefusedPickleError(UnsafeArchiveError):
+    """A torch.save file's pickle names something zarchive's restricted reader does not build (any
+    class or function beyond tensors, parameters, dtypes, devices, sizes and plain containers, the
+    set `torch.load(weights_only=True)` accepts for weights): refused before anything runs."""

@@ -27,6 +27,7 @@ if __package__ in (None, ""):  # run as a script
 from hostile.cases_bounded import bounded_cases
 from hostile.cases_columns import column_cases
 from hostile.cases_exports import export_cases
+from hostile.cases_foreign import foreign_cases
 from hostile.cases_member import member_cases
 from hostile.cases_zip import zip_cases
 from hostile.craft import (
@@ -318,6 +319,9 @@ CASES += [Case(*c) for c in column_cases()]  # format 1.3 text columns (tests/ho
 
 # --- work bounds (tests/hostile/cases_bounded.py; tests/test_bounded.py) ---------------------------------
 CASES += [Case(*c) for c in bounded_cases(base, with_root)]
+
+# --- foreign files recognised by their bytes (tests/hostile/cases_foreign.py) -----------------------------
+CASES += [Case(*c) for c in foreign_cases()]
 
 
 def write_corpus(dest: str = CORPUS_DIR) -> list[str]:

@@ -61,6 +61,9 @@ Compressed members (NAME.zst) are written decompressed, as NAME; nothing is writ
   zarchive convert model.safetensors model.zarc        tensors keep their names
   zarchive convert ckpt.pt ckpt.zarc --compress none   torch.save files, read with weights_only=True only
   zarchive convert run.zarc weights.safetensors        every tensor, named by object path
+  zarchive convert run.zarc model.safetensors --select model/state_dict    exactly the state dict's keys
+  zarchive convert run.zarc model.pt --select model/state_dict             a torch.save state dict
+  zarchive convert run.zarc model.safetensors --max-shard-size 5GB         shards + model.safetensors.index.json
 The direction comes from the file extensions.""",
 }
 
@@ -142,6 +145,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ZANJ input: read dataclasses/models whose class is not importable as plain dicts")  # fmt: skip
     p.add_argument("--import", dest="imports", action="append", metavar="MODULE",
                    help="import MODULE first (to read classes it defines); repeatable")  # fmt: skip
+    p.add_argument("--select", metavar="OBJPATH",
+                   help="out of a .zarc: only the value at OBJPATH, names relative to it (e.g. model/state_dict)")  # fmt: skip
+    p.add_argument("--arrays", action=argparse.BooleanOptionalAction, default=None,
+                   help="out of a .zarc: include numeric numpy arrays (default: only without --select)")  # fmt: skip
+    p.add_argument("--max-shard-size", metavar="SIZE",
+                   help="to .safetensors: shards of at most SIZE (e.g. 5GB) plus a Hugging Face index.json")  # fmt: skip
     p.add_argument("-f", "--force", action="store_true", help="overwrite DST if it exists")
     p.add_argument("--max-bytes", type=_positive, default=None, metavar="N",
                    help="refuse to write more than N bytes of tensors (default: 1 GiB + 16 x SRC's size)")  # fmt: skip

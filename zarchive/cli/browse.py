@@ -44,7 +44,9 @@ def _node(arc: Any, objpath: str) -> Any:
 def _member_table(arc: Any) -> dict[str, dict[str, Any]]:
     """Every member of the zip with codec and sizes (metadata.json too, which lists the others)."""
     table = dict(arc.members)
-    if arc.format == "zarchive":  # (a ZANJ file or a sharded checkpoint's files: no metadata.json)
+    if (
+        getattr(arc, "format", "zarchive") == "zarchive"
+    ):  # (ZANJ, foreign files, a sharded checkpoint: no metadata.json)
         size = arc.member_size("metadata.json")
         table["metadata.json"] = {"codec": "none", "size": size, "stored_size": size}
     return table
@@ -169,11 +171,14 @@ def _tree(arc: Any, root: Any, label: str, max_depth: int, max_items: int) -> li
 def cmd_meta(args: Any) -> int:
     with open_archive(args.path) as arc:
         meta, table = arc.meta, _member_table(arc)
-        zanj = is_zanj(arc)
+        zanj, fmt = is_zanj(arc), getattr(arc, "format", "zarchive")
     if args.json:
         print(json.dumps(meta, indent=2, ensure_ascii=False))
         return EXIT_OK
-    rows = _zanj_meta_rows(meta) if zanj else _meta_rows(meta)
+    if zanj or fmt == "zarchive":
+        rows = _zanj_meta_rows(meta) if zanj else _meta_rows(meta)
+    else:  # a torch.save, safetensors or numpy file: what it says about itself
+        rows = [(str(k), str(v)[:200]) for k, v in meta.items()]
     entries = [_object(e) for e in table.values()]
     stored = sum(_count(e.get("stored_size")) for e in entries)
     size = sum(_count(e.get("size")) for e in entries)

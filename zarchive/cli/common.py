@@ -137,11 +137,11 @@ def _nbytes(node: dict[str, Any]) -> int | None:
 
 
 def _itemsize(dtype: str, tag: Any) -> int | None:
-    if tag == "torch.Tensor":
+    if tag in ("torch.Tensor", "foreign.tensor"):
         from ..nodes.arrays import TORCH_ITEMSIZE  # never torch itself: listings do not import it
 
         return TORCH_ITEMSIZE.get(dtype)
-    if tag == "numpy.ndarray":
+    if tag in ("numpy.ndarray", "foreign.ndarray"):
         from ..nodes.arrays import numpy_itemsize
 
         return numpy_itemsize(dtype)

@@ -194,13 +194,19 @@ def cmd_convert(args: Any) -> int:
     import_modules(args.imports)
     try:
         report = convert(
-            args.src, args.dst, compress=compress, unknown="dict" if args.plain else "error", max_bytes=args.max_bytes
+            args.src,
+            args.dst,
+            compress=compress,
+            unknown="dict" if args.plain else "error",
+            max_bytes=args.max_bytes,
+            **{k: v for k in ("select", "arrays", "max_shard_size") if (v := getattr(args, k, None)) is not None},
         )
     except ValueError as e:
         if isinstance(e, ZArchiveError):
             raise
         raise CliError(str(e)) from None
-    what = {"zarc->safetensors": "tensors", "safetensors->zarc": "tensors", "torch->zarc": "tensors"}.get(kind)
+    what = {"zarc->safetensors": "tensors", "safetensors->zarc": "tensors", "torch->zarc": "tensors",
+            "zarc->torch": "tensors"}.get(kind)  # fmt: skip
     count = f", {report.count} {what}" if what else ""
     print(f"converted {args.src} -> {args.dst} ({kind}{count})")
     for note in report.notes:

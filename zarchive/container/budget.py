@@ -111,6 +111,18 @@ class ReadBudget:
         self.json_bytes += cost
         self._charged.add(member)
 
+    def charge(self, cost: int, what: str, *, member: str) -> None:
+        """Charge `cost` bytes that parsing member `member` builds when it is not JSON (a pickle's
+        values, read by zarchive.foreign), after checking that they fit."""
+        if self.json_bytes + cost > self.limit:
+            raise self.refusal(f"{what} allocates up to {cost:,} bytes", member=member)
+        self.json_bytes += cost
+
+    @property
+    def left(self) -> int:
+        """What the budget still allows."""
+        return max(0, self.limit - self.json_bytes)
+
     def check_plan(self, planned: int, *, path: str | None = None) -> None:
         """Refuse a read that plans to allocate `planned` bytes beyond the JSON already parsed."""
         if planned + self.json_bytes > self.limit:

@@ -51,6 +51,19 @@ def array_nbytes(arr: np.ndarray) -> int:
 
 def parse(buf: memoryview, *, member: str) -> np.ndarray:
     """An array over `buf`'s bytes (no copy), after checking the header against the bytes."""
+    dtype, shape, fortran, data_start = parse_header(buf, len(buf), member=member)
+    count = math.prod(shape)
+    flat = np.frombuffer(buf, dtype=dtype, count=count, offset=data_start)
+    if fortran:
+        return flat.reshape(shape[::-1]).T
+    return flat.reshape(shape)
+
+
+def parse_header(
+    buf: memoryview | bytes, total_size: int, *, member: str
+) -> tuple[np.dtype[Any], tuple[int, ...], bool, int]:
+    """(dtype, shape, fortran_order, where the data starts) of an .npy of `total_size` bytes whose
+    first bytes (at least the header) are `buf`; the declared data must fill the rest exactly."""
     if len(buf) < 10 or bytes(buf[:6]) != MAGIC:
         raise FormatError("not an .npy member (bad magic)", member=member)
     major = buf[6]
@@ -91,15 +104,12 @@ def parse(buf: memoryview, *, member: str) -> np.ndarray:
     check_shape(shape, member=member)
     count = math.prod(shape)
     data_start = start + hlen
-    if count * dtype.itemsize != len(buf) - data_start:
+    if count * dtype.itemsize != total_size - data_start:
         raise FormatError(
-            f".npy header declares {count * dtype.itemsize} data bytes, the member holds {len(buf) - data_start}",
+            f".npy header declares {count * dtype.itemsize} data bytes, the member holds {total_size - data_start}",
             member=member,
         )
-    flat = np.frombuffer(buf, dtype=dtype, count=count, offset=data_start)
-    if fortran:
-        return flat.reshape(shape[::-1]).T
-    return flat.reshape(shape)
+    return dtype, tuple(shape), fortran, data_start
 
 
 MAX_DTYPE_TEXT = 64
