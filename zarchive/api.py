@@ -39,6 +39,9 @@ class ZArchive:
     compress: False/"none", True/"zstd" (level 3, the default) or a zstd level. Tables, lists and
         JSON-like members are compressed; arrays and tensors only where a sample shows it pays, so
         float weights stay uncompressed and can be mapped from the file.
+    compress_weights: True stores float and complex tensors and arrays (weights, optimizer states)
+        byte-grouped and zstd-compressed in chunks where a sample shows it pays (smaller files;
+        they are decompressed on reading instead of mapped). Default False. Independent of `compress`.
     external_array_threshold: arrays and tensors with more elements than this go to their own
         members; smaller numpy arrays are written inline in the manifest.
     external_list_threshold: lists longer than this go to a `.jsonl` member.
@@ -83,6 +86,7 @@ class ZArchive:
         max_nodes: int = DEFAULT_MAX_NODES,
         max_read_bytes: int | None = None,
         progress: bool | None = None,
+        compress_weights: bool = False,
     ) -> None:
         self.progress = check_progress(progress)
         self.settings = Settings(
@@ -93,6 +97,7 @@ class ZArchive:
             custom_settings=config_to_plain(custom_settings),  # e.g. a DictConfig from Hydra
             durable=durable,
             verify=verify,
+            compress_weights=compress_weights,
         )
         if not isinstance(mmap, bool):
             raise TypeError(f"mmap must be True or False, not {mmap!r}")
@@ -107,7 +112,8 @@ class ZArchive:
         s = self.settings
         return (
             f"ZArchive(compress={s.compress_level!r}, external_array_threshold={s.external_array_threshold}, "
-            f"external_list_threshold={s.external_list_threshold}, error_mode={s.error_mode.value!r})"
+            f"external_list_threshold={s.external_list_threshold}, error_mode={s.error_mode.value!r}"
+            + (", compress_weights=True)" if s.compress_weights else ")")
         )
 
     # --- saving ---
@@ -151,7 +157,7 @@ class ZArchive:
         ctx = SaveContext(self.registry, self.settings)
         root = ctx.save(obj)
         ctx.finalize()
-        choose_codecs(ctx.members, self.settings.compress_level)
+        choose_codecs(ctx.members, self.settings.compress_level, weights=self.settings.compress_weights)
         manifest = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "root": root}
         return check_readable(manifest, ctx.members, self.registry), ctx.members, build_metadata(self.settings)
 

@@ -1,0 +1,438 @@
+"""The `bgzstd` member codec: float data byte-grouped and zstd-compressed in independent chunks.
+
+A member stored with this codec (name: the decoded member's name plus `.bgz`) is cut into chunks of
+at most CHUNK_BYTES decoded bytes. In each chunk of width W, byte k of every W-byte element goes to
+plane k (for bfloat16, all low bytes then all high bytes; for float32 the four byte planes): the
+exponent bytes, which repeat, land apart from the mantissa bytes, which do not. Each plane is stored
+raw (when zstd does not shrink it) or as one zstd frame. The chunk index in the metadata says, for
+every chunk, where its decoded bytes go, where its planes are stored, how big each plane is and the
+CRC-32 of its stored bytes (spec/README.md section 4.6). So:
+- chunks are compressed and decompressed in parallel (zstandard releases the GIL);
+- a range of the member (one tensor) is decoded from the chunks that hold it, and no others;
+- a damaged chunk is found by its own CRC and named with the entry it holds.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import sys
+import threading
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import zstandard
+
+from ..errors import FormatError, IntegrityError, UnsafeArchiveError
+from .crc import crc32, crc_hex
+
+CODEC = "bgzstd"
+SUFFIX = ".bgz"
+CHUNK_BYTES = 2 << 20  # decoded bytes per chunk: ~1,000 chunks per 2 GB, enough for every core
+MAX_CHUNK_BYTES = 256 << 20  # readers refuse bigger chunks (the writer's are CHUNK_BYTES at most)
+MAX_WIDTH = 16
+PAYS_RATIO = 0.95  # a member is stored this way only if its sample shrinks to 95% or less
+PLANE_PAYS_RATIO = 0.97  # a plane is zstd-compressed only if its first PLANE_SAMPLE bytes shrink to 97%
+PLANE_SAMPLE = 64 << 10
+SAMPLE_PER_PART = 256 << 10
+SAMPLE_TOTAL = 1 << 20
+HEADER_LABEL = "$header"
+DATA_LABEL = "$data"
+_HEX8 = frozenset("0123456789abcdef")
+_LITTLE = sys.byteorder == "little"
+
+# zstd tuned for byte planes: the exponent plane of weights holds few distinct bytes and almost no
+# repeats, so matches rarely pay and zstd's Huffman-coded literals do the work. A short search with
+# long minimum matches is both faster and smaller than level 1 on such planes (benchmarks/compressed.py).
+_PARAMS = zstandard.ZstdCompressionParameters(
+    strategy=zstandard.STRATEGY_FAST,
+    min_match=7,
+    search_log=1,
+    hash_log=6,
+    chain_log=6,
+    window_log=17,
+    write_content_size=True,
+    write_checksum=False,
+)
+_local = threading.local()
+_pool_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+
+
+def workers() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="zarchive-bgzstd")
+        return _pool
+
+
+def _compressor() -> zstandard.ZstdCompressor:
+    c = getattr(_local, "cctx", None)
+    if c is None:
+        c = _local.cctx = zstandard.ZstdCompressor(compression_params=_PARAMS)
+    return c
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    d = getattr(_local, "dctx", None)
+    if d is None:
+        d = _local.dctx = zstandard.ZstdDecompressor()
+    return d
+
+
+def numpy_width(dtype: np.dtype[Any]) -> int:
+    """The byte-group width of a numpy dtype: the size of one float component (a complex number
+    is two floats), 1 (no grouping) for everything that is not floating."""
+    if dtype.kind == "f":
+        return min(dtype.itemsize, MAX_WIDTH)
+    if dtype.kind == "c":
+        return min(dtype.itemsize // 2, MAX_WIDTH)
+    return 1
+
+
+# --- the chunk index -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Chunk:
+    label: str  # the entry the chunk starts in ('$header', a tensor key, '$data')
+    offset: int  # of its decoded bytes in the member
+    size: int
+    width: int
+    stored_offset: int  # of its stored bytes in the zip entry
+    planes: tuple[int, ...]  # stored size of each plane; equal to size // width: raw, else one zstd frame
+    crc: int  # CRC-32 of its stored bytes
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.size
+
+    @property
+    def stored_size(self) -> int:
+        return sum(self.planes)
+
+
+def _bad(i: int, what: str, member: str) -> FormatError:
+    return FormatError(f"chunk index row {i}: {what}", member=member)
+
+
+def parse_index(entry: dict[str, Any], *, member: str) -> list[Chunk]:
+    """The validated chunk index of a `bgzstd` member's metadata entry. Rows are
+    [label, offset, size, width, stored_offset, [plane stored sizes], crc32], in data order; their
+    decoded ranges tile [0, size) and their stored ranges tile [0, stored_size), without gaps or
+    overlaps. Refused (FormatError, or UnsafeArchiveError for a chunk over MAX_CHUNK_BYTES) otherwise."""
+    rows = entry.get("chunks")
+    if not isinstance(rows, list):
+        raise FormatError("a bgzstd member needs its 'chunks' index", member=member)
+    out: list[Chunk] = []
+    end = stored_end = 0
+    for i, row in enumerate(rows):
+        if not isinstance(row, list) or len(row) != 7:
+            raise _bad(i, "not a [label, offset, size, width, stored_offset, planes, crc32] row", member)
+        label, offset, size, width, stored_offset, planes, crc = row
+        if not isinstance(label, str) or len(label) > 100_000:
+            raise _bad(i, "bad label", member)
+        for name, v in (("offset", offset), ("size", size), ("width", width), ("stored_offset", stored_offset)):
+            if type(v) is not int or v < 0:
+                raise _bad(i, f"bad {name}", member)
+        if not 1 <= width <= MAX_WIDTH:
+            raise _bad(i, f"width {width} is not in 1..{MAX_WIDTH}", member)
+        if size == 0 or size % width:
+            raise _bad(i, f"size {size} is not a positive multiple of its width {width}", member)
+        if size > MAX_CHUNK_BYTES:
+            raise UnsafeArchiveError(
+                f"chunk index row {i}: a chunk of {size:,} decoded bytes, over the {MAX_CHUNK_BYTES:,} a reader accepts",
+                member=member,
+            )
+        if offset != end:
+            what = "overlaps the one before" if offset < end else "leaves a gap after the one before"
+            raise _bad(i, f"decoded range starts at {offset}, the previous ends at {end}: it {what}", member)
+        if stored_offset != stored_end:
+            what = "overlaps the one before" if stored_offset < stored_end else "leaves a gap after the one before"
+            raise _bad(i, f"stored at {stored_offset}, the previous ends at {stored_end}: it {what}", member)
+        plane_size = size // width
+        if (
+            not isinstance(planes, list)
+            or len(planes) != width
+            or any(type(p) is not int or not 0 < p <= plane_size for p in planes)
+        ):
+            raise _bad(i, f"planes must be {width} stored sizes in 1..{plane_size}", member)
+        if not isinstance(crc, str) or len(crc) != 8 or not set(crc) <= _HEX8:
+            raise _bad(i, "bad crc32", member)
+        out.append(Chunk(label, offset, size, width, stored_offset, tuple(planes), int(crc, 16)))
+        end, stored_end = offset + size, stored_offset + sum(planes)
+    if end != entry.get("size") or stored_end != entry.get("stored_size"):
+        raise FormatError(
+            f"the chunks decode to {end} bytes stored in {stored_end}; the metadata says {entry.get('size')} "
+            f"in {entry.get('stored_size')}",
+            member=member,
+        )
+    return out
+
+
+# --- encoding --------------------------------------------------------------------------------------
+
+
+def _planes_of(data: memoryview, width: int) -> list[np.ndarray[Any, Any]]:
+    arr = np.frombuffer(data, dtype=np.uint8)
+    if width == 1:
+        return [arr]
+    grid = arr.reshape(-1, width)
+    return [np.ascontiguousarray(grid[:, k]) for k in range(width)]
+
+
+def encode_chunk(data: memoryview, width: int) -> tuple[list[int], list[Any]]:
+    """(stored size of each plane, the stored buffers) of one chunk's decoded bytes."""
+    cctx = _compressor()
+    sizes: list[int] = []
+    bufs: list[Any] = []
+    for plane in _planes_of(data, width):
+        n = plane.nbytes
+        stored: Any = plane
+        if n >= 64:
+            head = plane[:PLANE_SAMPLE]
+            trial = cctx.compress(head)
+            if len(trial) <= PLANE_PAYS_RATIO * head.nbytes:
+                z = trial if head.nbytes == n else cctx.compress(plane)
+                if len(z) < n:
+                    stored = z
+        sizes.append(len(stored) if isinstance(stored, bytes) else n)
+        bufs.append(stored)
+    return sizes, bufs
+
+
+@dataclass
+class Piece:
+    """A chunk to be written: its label, decoded offset and bytes (one or more parts' bytes), width."""
+
+    label: str
+    offset: int
+    bufs: list[memoryview]
+    width: int
+
+    @property
+    def size(self) -> int:
+        return sum(b.nbytes for b in self.bufs)
+
+
+def pieces(parts: Iterable[tuple[str | None, memoryview, int]], chunk: int = CHUNK_BYTES) -> Iterator[Piece]:
+    """Cut a member's parts (label, bytes, width) into chunks: small parts of one width share a
+    chunk up to `chunk` bytes; a bigger part starts a chunk and is cut into chunks of its own.
+    A part whose size is not a multiple of its width is grouped as width 1."""
+    current: Piece | None = None
+    offset = 0
+    for i, (label, buf, width) in enumerate(parts):
+        name = label if label is not None else (HEADER_LABEL if i == 0 else DATA_LABEL)
+        n = buf.nbytes
+        if n == 0:
+            continue
+        if width < 1 or width > MAX_WIDTH or n % width:
+            width = 1
+        if current is not None and (current.width != width or current.size + n > chunk):
+            yield current
+            current = None
+        if n <= chunk:
+            if current is None:
+                current = Piece(name, offset, [], width)
+            current.bufs.append(buf)
+        else:
+            step = max(width, chunk // width * width)
+            for at in range(0, n, step):
+                yield Piece(name, offset + at, [buf[at : at + step]], width)
+        offset += n
+    if current is not None:
+        yield current
+
+
+def _encode_piece(p: Piece) -> tuple[list[int], list[Any], int]:
+    data = p.bufs[0] if len(p.bufs) == 1 else memoryview(b"".join(p.bufs))
+    sizes, bufs = encode_chunk(data, p.width)
+    crc = 0
+    for b in bufs:
+        crc = crc32(b, crc)
+    return sizes, bufs, crc
+
+
+def encode(parts: Iterable[Piece]) -> Iterator[tuple[list[Any], list[Any]]]:
+    """(index row, stored buffers) per chunk, in order; chunks are compressed on every core, with at
+    most two per worker in flight (memory stays bounded on any member size)."""
+    pool = _executor()
+    window: deque[tuple[Piece, Future[tuple[list[int], list[Any], int]]]] = deque()
+    stored = 0
+
+    def emit() -> tuple[list[Any], list[Any]]:
+        nonlocal stored
+        piece, fut = window.popleft()
+        sizes, bufs, crc = fut.result()
+        row = [piece.label, piece.offset, piece.size, piece.width, stored, sizes, crc_hex(crc)]
+        stored += sum(sizes)
+        return row, bufs
+
+    for p in parts:
+        window.append((p, pool.submit(_encode_piece, p)))
+        if len(window) >= 2 * workers():
+            yield emit()
+    while window:
+        yield emit()
+
+
+def pays(parts: list[tuple[str | None, memoryview, int]]) -> bool:
+    """Whether the member is worth storing this way: a sample of up to SAMPLE_PER_PART bytes from
+    the middle of its biggest parts (SAMPLE_TOTAL in all), encoded as chunks, shrinks to PAYS_RATIO."""
+    raw = stored = 0
+    for _, buf, width in sorted(parts, key=lambda p: -p[1].nbytes):
+        if raw >= SAMPLE_TOTAL or buf.nbytes < 64:
+            break
+        w = width if 1 <= width <= MAX_WIDTH and buf.nbytes % width == 0 else 1
+        n = min(SAMPLE_PER_PART, buf.nbytes) // w * w
+        start = (buf.nbytes - n) // 2 // w * w
+        sizes, _ = encode_chunk(buf[start : start + n], w)
+        raw, stored = raw + n, stored + sum(sizes)
+    return raw > 0 and stored <= PAYS_RATIO * raw
+
+
+# --- decoding --------------------------------------------------------------------------------------
+
+
+def _unzstd(frame: memoryview, n: int, chunk: Chunk, member: str, path: str | None) -> bytes:
+    where = f"chunk at {chunk.offset} ({chunk.label!r})"
+    try:
+        declared = zstandard.frame_content_size(frame)
+    except zstandard.ZstdError as e:
+        raise IntegrityError(f"{where}: a plane is not a zstd frame: {e}", member=member, path=path) from None
+    if declared > n:
+        raise UnsafeArchiveError(
+            f"{where}: a plane declares {declared:,} decompressed bytes, its chunk {n:,} (a decompression bomb or "
+            "damaged metadata)",
+            member=member,
+            path=path,
+        )
+    if declared != n:
+        raise IntegrityError(f"{where}: a plane declares {declared} bytes, its chunk {n}", member=member, path=path)
+    try:
+        out = _decompressor().decompress(frame, max_output_size=n)
+    except zstandard.ZstdError as e:
+        raise IntegrityError(f"{where}: zstd data is damaged: {e}", member=member, path=path) from None
+    if len(out) != n:
+        raise IntegrityError(f"{where}: a plane decoded to {len(out)} bytes, not {n}", member=member, path=path)
+    return out
+
+
+def decode_chunk(
+    chunk: Chunk, stored: memoryview, out: memoryview, *, verify: bool, member: str, path: str | None
+) -> None:
+    """Decode one chunk's stored bytes into `out` (its `size` bytes)."""
+    if verify and crc32(stored) != chunk.crc:
+        raise IntegrityError(
+            f"chunk at {chunk.offset} ({chunk.label!r}) does not match its checksum (damaged file)",
+            member=member,
+            path=path,
+        )
+    width, plane_size = chunk.width, chunk.size // chunk.width
+    planes: list[Any] = []
+    pos = 0
+    for s in chunk.planes:
+        frame = stored[pos : pos + s]
+        planes.append(frame if s == plane_size else _unzstd(frame, plane_size, chunk, member, path))
+        pos += s
+    dst = np.frombuffer(out, dtype=np.uint8)
+    if width == 1:
+        dst[:] = np.frombuffer(planes[0], dtype=np.uint8)
+    elif width == 2 and _LITTLE:  # two shifts over 16-bit words: several times faster than strided copies
+        words = dst.view(np.uint16)
+        np.left_shift(np.frombuffer(planes[1], dtype=np.uint8), 8, out=words, dtype=np.uint16)
+        words |= np.frombuffer(planes[0], dtype=np.uint8)
+    else:
+        grid = dst.reshape(-1, width)
+        for k, plane in enumerate(planes):
+            grid[:, k] = np.frombuffer(plane, dtype=np.uint8)
+
+
+class ChunkedMember:
+    """Decoded access to one `bgzstd` member: whole, or a range from the chunks that hold it.
+
+    stored(offset, length): the member's stored bytes. A few recently decoded chunks are kept, so
+    reading the small tensors that share a chunk one after another decodes it once."""
+
+    CACHED_CHUNKS = 4
+
+    def __init__(
+        self, name: str, chunks: list[Chunk], stored: Callable[[int, int], memoryview], *, verify: bool
+    ) -> None:
+        self.name = name
+        self.chunks = chunks
+        self.starts = [c.offset for c in chunks]
+        self.size = chunks[-1].end if chunks else 0
+        self._stored = stored
+        self.verify = verify
+        self._cache: OrderedDict[int, bytearray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _stored_of(self, c: Chunk) -> memoryview:
+        return self._stored(c.stored_offset, c.stored_size)
+
+    def _decoded(self, i: int, path: str | None) -> bytearray:
+        with self._lock:
+            hit = self._cache.get(i)
+            if hit is not None:
+                self._cache.move_to_end(i)
+                return hit
+        c = self.chunks[i]
+        buf = bytearray(c.size)
+        decode_chunk(c, self._stored_of(c), memoryview(buf), verify=self.verify, member=self.name, path=path)
+        with self._lock:
+            self._cache[i] = buf
+            while len(self._cache) > self.CACHED_CHUNKS:
+                self._cache.popitem(last=False)
+        return buf
+
+    def read(self, begin: int, end: int, *, path: str | None = None) -> bytearray:
+        """Decoded bytes [begin, end) as a new buffer of the caller's own."""
+        if not 0 <= begin <= end <= self.size:
+            raise FormatError("range outside the member", member=self.name, path=path)
+        out = bytearray(end - begin)
+        if begin == end:
+            return out
+        first = bisect.bisect_right(self.starts, begin) - 1
+        last = bisect.bisect_left(self.starts, end) - 1
+        whole: list[tuple[Chunk, memoryview, memoryview]] = []
+        view = memoryview(out)
+        for i in range(first, last + 1):
+            c = self.chunks[i]
+            lo, hi = max(begin, c.offset), min(end, c.end)
+            if lo == c.offset and hi == c.end:
+                whole.append((c, self._stored_of(c), view[lo - begin : hi - begin]))
+            else:  # part of a chunk (a small tensor beside others): decode the chunk once, keep it a while
+                view[lo - begin : hi - begin] = self._decoded(i, path)[lo - c.offset : hi - c.offset]
+        self._decode_all(whole, path)
+        return out
+
+    def _decode_all(self, jobs: list[tuple[Chunk, memoryview, memoryview]], path: str | None) -> None:
+        def run(job: tuple[Chunk, memoryview, memoryview]) -> None:
+            decode_chunk(job[0], job[1], job[2], verify=self.verify, member=self.name, path=path)
+
+        if len(jobs) <= 1:
+            for job in jobs:
+                run(job)
+            return
+        for fut in [_executor().submit(run, job) for job in jobs]:
+            fut.result()  # (the first failure is raised; the others finish first or are dropped)
+
+    def problems(self) -> list[str]:
+        """What is wrong with each chunk (checksum, decoding), for verify: one line per bad chunk."""
+        out: list[str] = []
+        for c in self.chunks:
+            try:
+                decode_chunk(c, self._stored_of(c), memoryview(bytearray(c.size)), verify=True, member=self.name, path=None)
+            except FormatError as e:
+                out.append(e.message)
+        return out
