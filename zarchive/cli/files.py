@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..container import codecs
+from ..container import byte_groups, codecs
 from ..container.names import collision_key, name_problem
 from ..errors import IntegrityError, ZArchiveError
 from ..options import parse_compress
@@ -71,8 +71,9 @@ def _member_source(path: str) -> tuple[list[tuple[str, str]], Any, Any]:
     plan = []
     for name in reader.zip.members:
         entry = reader.metadata["members"].get(name)
-        zstd = entry is not None and entry.get("codec") == "zstd"
-        plan.append((name, name[: -len(codecs.ZSTD_SUFFIX)] if zstd else name))
+        codec = entry.get("codec") if entry is not None else None
+        suffix = {"zstd": codecs.ZSTD_SUFFIX, byte_groups.CODEC: byte_groups.SUFFIX}.get(str(codec), "")
+        plan.append((name, name[: -len(suffix)] if suffix and name.endswith(suffix) else name))
 
     listed = {n for n in reader.metadata["members"] if n != MANIFEST_NAME}
 
