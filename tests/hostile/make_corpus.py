@@ -25,6 +25,7 @@ if __package__ in (None, ""):  # run as a script
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from hostile.cases_bounded import bounded_cases
+from hostile.cases_chunks import chunk_cases
 from hostile.cases_member import member_cases
 from hostile.cases_zip import zip_cases
 from hostile.craft import (
@@ -311,6 +312,7 @@ case("dollar_keys_without_type", "FormatError", "no '\\$type'")(lambda: with_roo
 
 CASES += [Case(*c) for c in zip_cases(base, valid_entries)]
 CASES += [Case(*c) for c in member_cases(base, with_root)]
+CASES += [Case(*c) for c in chunk_cases(base)]
 
 # --- work bounds (tests/hostile/cases_bounded.py; tests/test_bounded.py) ---------------------------------
 CASES += [Case(*c) for c in bounded_cases(base, with_root)]

@@ -309,6 +309,8 @@ def _unzstd(frame: memoryview, n: int, chunk: Chunk, member: str, path: str | No
         declared = zstandard.frame_content_size(frame)
     except zstandard.ZstdError as e:
         raise IntegrityError(f"{where}: a plane is not a zstd frame: {e}", member=member, path=path) from None
+    if declared < 0:  # (the writer always declares it: a frame without is refused, never decoded)
+        raise IntegrityError(f"{where}: a plane's zstd frame does not declare its size", member=member, path=path)
     if declared > n:
         raise UnsafeArchiveError(
             f"{where}: a plane declares {declared:,} decompressed bytes, its chunk {n:,} (a decompression bomb or "
