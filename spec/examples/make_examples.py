@@ -88,6 +88,14 @@ EXAMPLES: tuple[Example, ...] = (
     Example("tensor_tables_split", "format 1.2: tensor groups of more than 256 tensors split over several "
             "members, with a list of tensor tables (a 280-tensor state dict with a weight tied across the split, "
             "300 int64 tensors in compressed members)", builders.tensor_tables_split),
+    Example("compressed_weights", "format 1.3: compress_weights=True: float tensors of every width, a tensor of "
+            "two chunks, small tensors sharing a chunk and a numpy array stored byte-grouped in chunks (codec "
+            "bgzstd, section 4.6); float noise that does not pay stays uncompressed",
+            builders.compressed_weights, settings={"compress_weights": True}, variants=("",)),
+    Example("compressed_checkpoint", "format 1.3: save_checkpoint with compress_weights=True: model weights and "
+            "Adam moments in bgzstd members", builders.compressed_checkpoint_parts,
+            settings={"compress_weights": True}, variants=("",), write=builders.write_compressed_checkpoint,
+            roundtrip_exact=False),
 )  # fmt: skip
 
 
