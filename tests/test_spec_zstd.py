@@ -155,6 +155,7 @@ def test_frame_walker_sees_a_second_frame() -> None:
 
 # --- frozen examples: written with the extra empty frame, still read ---
 
+
 def _written_by_0_1_0(path: Path) -> bool:
     """Whether an example was written by zarchive 0.1.0 or earlier (formats 1.0 to 1.2): those
     ended every frame twice; examples added later were written without the empty frame."""

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
 from .container.archive_reader import ArchiveReader
-from .container.byte_groups import CODEC as BYTE_GROUPS_CODEC
 from .container.archive_writer import RESERVED_NAMES, CompressHint, MemberPlan, Part
+from .container.byte_groups import CODEC as BYTE_GROUPS_CODEC
 from .container.names import collision_key, fit_stem, sanitize_component
 from .errors import FormatError, SaveError, VersionError, ZArchiveError
 from .objpath import join_path

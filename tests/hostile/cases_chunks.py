@@ -105,7 +105,9 @@ def chunk_cases(base: Callable[[], Parts]) -> list[CaseTuple]:
         "chunks_without_suffix",
         "FormatError",
         "must end in .bgz",
-        build(meta_edit=lambda m: m["members"].__setitem__("blob.bin", {**m["members"]["blob.bin"], "codec": "bgzstd"})),
+        build(
+            meta_edit=lambda m: m["members"].__setitem__("blob.bin", {**m["members"]["blob.bin"], "codec": "bgzstd"})
+        ),
     )
     case(
         "chunks_index_missing",

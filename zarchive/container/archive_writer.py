@@ -53,9 +53,7 @@ class MemberPlan:
     def grouped_parts(self) -> list[tuple[str | None, memoryview, int]]:
         """(label, bytes, byte-group width) of each part."""
         widths = self.widths or []
-        return [
-            (label, _flat(buf), widths[i] if i < len(widths) else 1) for i, (label, buf) in enumerate(self.parts())
-        ]
+        return [(label, _flat(buf), widths[i] if i < len(widths) else 1) for i, (label, buf) in enumerate(self.parts())]
 
 
 def _flat(buf: memoryview) -> memoryview:
@@ -75,8 +73,9 @@ def choose_codecs(members: list[MemberPlan], level: int | None, *, weights: bool
         if m.compress == "weights":
             grouped = False
             if weights:
-                parts = m.grouped_parts()
-                grouped = sum(p[1].nbytes for p in parts) <= DEFAULT_MAX_DECOMPRESSED and byte_groups.pays(parts)
+                grouped_parts = m.grouped_parts()
+                total = sum(p[1].nbytes for p in grouped_parts)
+                grouped = total <= DEFAULT_MAX_DECOMPRESSED and byte_groups.pays(grouped_parts)
             m.codec = byte_groups.CODEC if grouped else "none"
             _name(m, byte_groups.SUFFIX if grouped else "")
             continue

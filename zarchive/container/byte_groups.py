@@ -200,9 +200,9 @@ def encode_chunk(data: memoryview, width: int) -> tuple[list[int], list[Any]]:
         stored: Any = plane
         if n >= 64:
             head = plane[:PLANE_SAMPLE]
-            trial = cctx.compress(head)
+            trial = cctx.compress(head.data)
             if len(trial) <= PLANE_PAYS_RATIO * head.nbytes:
-                z = trial if head.nbytes == n else cctx.compress(plane)
+                z = trial if head.nbytes == n else cctx.compress(plane.data)
                 if len(z) < n:
                     stored = z
         sizes.append(len(stored) if isinstance(stored, bytes) else n)
@@ -434,7 +434,9 @@ class ChunkedMember:
         out: list[str] = []
         for c in self.chunks:
             try:
-                decode_chunk(c, self._stored_of(c), memoryview(bytearray(c.size)), verify=True, member=self.name, path=None)
+                decode_chunk(
+                    c, self._stored_of(c), memoryview(bytearray(c.size)), verify=True, member=self.name, path=None
+                )
             except FormatError as e:
                 out.append(e.message)
         return out

@@ -15,8 +15,8 @@ from typing import Any, cast
 import numpy as np
 
 from ..container import npy
-from ..container.byte_groups import numpy_width
 from ..container.archive_writer import CompressHint
+from ..container.byte_groups import numpy_width
 from ..container.shapes import shape_problem
 from ..context import LoadContext, Node, SaveContext
 from ..errors import FormatError, SaveError
