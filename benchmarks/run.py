@@ -23,6 +23,7 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from compressed import render_samples, run_samples
 from measure import (
     can_drop_caches,
     drop_caches,
@@ -296,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_json:
         with open(args.from_json) as f:
             saved = json.load(f)
-        print(render(saved["machine"], saved["raw_io"], saved["workloads"], saved["settings"]))
+        print(render(saved["machine"], saved["raw_io"], saved["workloads"], saved["settings"]) + render_samples(saved.get("samples")))
         return 0
     global VERBOSE
     VERBOSE = args.verbose
@@ -332,13 +333,19 @@ def main(argv: list[str] | None = None) -> int:
             "load": [round(x, 2) for x in (*load_before, *os.getloadavg())],
             "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         }
-        text = render(info, raw, results, settings)
+        log("compressed weights: the codec table")
+        samples = run_samples(reps=reps, mib=8 if args.quick else 32)  # benchmarks/compressed.py
+        text = render(info, raw, results, settings) + render_samples(samples)
         print(text)
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:
             f.write(text)
         with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
-            json.dump({"machine": info, "raw_io": raw, "settings": settings, "workloads": results}, f, indent=1)
+            json.dump(
+                {"machine": info, "raw_io": raw, "settings": settings, "workloads": results, "samples": samples},
+                f,
+                indent=1,
+            )
         log(f"done in {settings['elapsed_s']:.0f} s; report written to {args.out}")
         return 0
     finally:

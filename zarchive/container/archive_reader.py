@@ -270,7 +270,7 @@ class ArchiveReader:
         if cached is not None:
             return cached
         if entry["codec"] == byte_groups.CODEC:  # decoded afresh for each caller: the bytes are its own
-            view = memoryview(self.chunked(name).read(0, entry["size"], path=path))
+            view = self.chunked(name).read(0, entry["size"], path=path)
             if self.on_read is not None:
                 self.on_read(name, view.nbytes)
             return view
@@ -316,7 +316,7 @@ class ArchiveReader:
         if entry["codec"] == "none":
             return self.source.view(self.zip.members[name].data_offset, n)
         if entry["codec"] == byte_groups.CODEC:  # (only the chunks that hold them, checked)
-            return memoryview(self.chunked(name).read(0, n, path=path))
+            return self.chunked(name).read(0, n, path=path)
         return codecs.decompress_prefix(self.zip.view(name), n, member=name)
 
     def member_range(
@@ -339,7 +339,7 @@ class ArchiveReader:
         if not (0 <= begin <= end <= entry["size"]):
             raise FormatError("range outside the member", member=name, path=path)
         if entry["codec"] == byte_groups.CODEC:  # decoded from its own chunks, each checked by its CRC
-            data = memoryview(self.chunked(name).read(begin, end, path=path))
+            data = self.chunked(name).read(begin, end, path=path)
             if self.on_read is not None:
                 self.on_read(name, data.nbytes)
             return own(data) if own is not None else data

@@ -397,17 +397,16 @@ class ChunkedMember:
                 self._cache.popitem(last=False)
         return buf
 
-    def read(self, begin: int, end: int, *, path: str | None = None) -> bytearray:
-        """Decoded bytes [begin, end) as a new buffer of the caller's own."""
+    def read(self, begin: int, end: int, *, path: str | None = None) -> memoryview:
+        """Decoded bytes [begin, end) as a new, writable buffer of the caller's own."""
         if not 0 <= begin <= end <= self.size:
             raise FormatError("range outside the member", member=self.name, path=path)
-        out = bytearray(end - begin)
+        view = np.empty(end - begin, dtype=np.uint8).data  # (not zeroed: every byte is written below)
         if begin == end:
-            return out
+            return view
         first = bisect.bisect_right(self.starts, begin) - 1
         last = bisect.bisect_left(self.starts, end) - 1
         whole: list[tuple[Chunk, memoryview, memoryview]] = []
-        view = memoryview(out)
         for i in range(first, last + 1):
             c = self.chunks[i]
             lo, hi = max(begin, c.offset), min(end, c.end)
@@ -416,7 +415,7 @@ class ChunkedMember:
             else:  # part of a chunk (a small tensor beside others): decode the chunk once, keep it a while
                 view[lo - begin : hi - begin] = self._decoded(i, path)[lo - c.offset : hi - c.offset]
         self._decode_all(whole, path)
-        return out
+        return view
 
     def _decode_all(self, jobs: list[tuple[Chunk, memoryview, memoryview]], path: str | None) -> None:
         def run(job: tuple[Chunk, memoryview, memoryview]) -> None:
