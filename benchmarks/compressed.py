@@ -201,6 +201,7 @@ def _zstd1(data: np.ndarray, reps: int) -> dict[str, float]:
 
 def _bgzstd(data: np.ndarray, width: int, reps: int) -> dict[str, float]:
     from zarchive.container import byte_groups
+    from zarchive.container.chunk_reader import ChunkedMember
 
     view = memoryview(data).cast("B")
 
@@ -214,7 +215,7 @@ def _bgzstd(data: np.ndarray, width: int, reps: int) -> dict[str, float]:
     cpu: list[float] = []
     ct, (rows, stored) = _timed(compress, reps, cpu)
     entry = {"codec": byte_groups.CODEC, "size": data.nbytes, "stored_size": len(stored), "chunks": rows}
-    member = byte_groups.ChunkedMember(
+    member = ChunkedMember(
         "sample", byte_groups.parse_index(entry, member="sample"), lambda at, n: memoryview(stored)[at : at + n],
         verify=True,
     )  # fmt: skip

@@ -297,7 +297,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_json:
         with open(args.from_json) as f:
             saved = json.load(f)
-        print(render(saved["machine"], saved["raw_io"], saved["workloads"], saved["settings"]) + render_samples(saved.get("samples")))
+        print(
+            render(saved["machine"], saved["raw_io"], saved["workloads"], saved["settings"])
+            + render_samples(saved.get("samples"))
+        )
         return 0
     global VERBOSE
     VERBOSE = args.verbose

@@ -15,6 +15,7 @@ from ..errors import FormatError, IntegrityError, MemberNotFoundError, UnsafeArc
 from ..protocol import FORMAT_MAJOR, FORMAT_MINOR, FORMAT_NAME
 from . import byte_groups, codecs
 from .archive_writer import HEADER_LABEL, MANIFEST_NAME, METADATA_NAME
+from .chunk_reader import ChunkedMember
 from .crc import crc32, crc_hex
 from .jsontext import loads_strict
 from .source import ByteSource, SourceChangedError
@@ -48,7 +49,7 @@ class ArchiveReader:
         # members' parsed format headers, shared by every load from this open archive (read-only)
         self.parsed: dict[tuple[str, str], Any] = {}
         self._entry_tables: dict[str, dict[str, Any]] = {}
-        self._chunked: dict[str, byte_groups.ChunkedMember] = {}
+        self._chunked: dict[str, ChunkedMember] = {}
         self.verified_bytes = 0  # bytes verify_all() ran through a CRC (at most twice the members' sizes)
         self.on_read: Callable[[str, int], None] | None = None  # (member, bytes) per read, for progress bars
         # during a full read of an unmapped local file: a member's whole bytes, read and checked
@@ -209,7 +210,7 @@ class ArchiveReader:
         if entry["crc32"] != crc_hex(self.zip.members[name].crc):
             raise IntegrityError("checksum mismatch", member=name)
 
-    def chunked(self, name: str) -> byte_groups.ChunkedMember:
+    def chunked(self, name: str) -> ChunkedMember:
         """Decoded access to a `bgzstd` member, its chunk index validated on first use."""
         member = self._chunked.get(name)
         if member is None:
@@ -222,9 +223,7 @@ class ArchiveReader:
                 )
             chunks = byte_groups.parse_index(entry, member=name)
             offset = self.zip.members[name].data_offset
-            member = byte_groups.ChunkedMember(
-                name, chunks, lambda at, n: self.source.view(offset + at, n), verify=self.verify
-            )
+            member = ChunkedMember(name, chunks, lambda at, n: self.source.view(offset + at, n), verify=self.verify)
             self._chunked[name] = member
         return member
 

@@ -10,16 +10,15 @@ CRC-32 of its stored bytes (spec/README.md section 4.6). So:
 - chunks are compressed and decompressed in parallel (zstandard releases the GIL);
 - a range of the member (one tensor) is decoded from the chunks that hold it, and no others;
 - a damaged chunk is found by its own CRC and named with the entry it holds.
+This module holds the filter, the chunk index and the writing side; chunk_reader the reading side.
 """
 
 from __future__ import annotations
 
-import bisect
 import os
-import sys
 import threading
-from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Iterator
+from collections import deque
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +26,7 @@ from typing import Any
 import numpy as np
 import zstandard
 
-from ..errors import FormatError, IntegrityError, UnsafeArchiveError
+from ..errors import FormatError, UnsafeArchiveError
 from .crc import crc32, crc_hex
 
 CODEC = "bgzstd"
@@ -43,7 +42,6 @@ SAMPLE_TOTAL = 1 << 20
 HEADER_LABEL = "$header"
 DATA_LABEL = "$data"
 _HEX8 = frozenset("0123456789abcdef")
-_LITTLE = sys.byteorder == "little"
 
 # zstd tuned for byte planes: the exponent plane of weights holds few distinct bytes and almost no
 # repeats, so matches rarely pay and zstd's Huffman-coded literals do the work. A short search with
@@ -67,7 +65,8 @@ def workers() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def _executor() -> ThreadPoolExecutor:
+def executor() -> ThreadPoolExecutor:
+    """The thread pool that compresses and decompresses chunks (one worker per core)."""
     global _pool
     with _pool_lock:
         if _pool is None:
@@ -80,13 +79,6 @@ def _compressor() -> zstandard.ZstdCompressor:
     if c is None:
         c = _local.cctx = zstandard.ZstdCompressor(compression_params=_PARAMS)
     return c
-
-
-def _decompressor() -> zstandard.ZstdDecompressor:
-    d = getattr(_local, "dctx", None)
-    if d is None:
-        d = _local.dctx = zstandard.ZstdDecompressor()
-    return d
 
 
 def numpy_width(dtype: np.dtype[Any]) -> int:
@@ -265,7 +257,7 @@ def _encode_piece(p: Piece) -> tuple[list[int], list[Any], int]:
 def encode(parts: Iterable[Piece]) -> Iterator[tuple[list[Any], list[Any]]]:
     """(index row, stored buffers) per chunk, in order; chunks are compressed on every core, with at
     most two per worker in flight (memory stays bounded on any member size)."""
-    pool = _executor()
+    pool = executor()
     window: deque[tuple[Piece, Future[tuple[list[int], list[Any], int]]]] = deque()
     stored = 0
 
@@ -298,144 +290,3 @@ def pays(parts: list[tuple[str | None, memoryview, int]]) -> bool:
         sizes, _ = encode_chunk(buf[start : start + n], w)
         raw, stored = raw + n, stored + sum(sizes)
     return raw > 0 and stored <= PAYS_RATIO * raw
-
-
-# --- decoding --------------------------------------------------------------------------------------
-
-
-def _unzstd(frame: memoryview, n: int, chunk: Chunk, member: str, path: str | None) -> bytes:
-    where = f"chunk at {chunk.offset} ({chunk.label!r})"
-    try:
-        declared = zstandard.frame_content_size(frame)
-    except zstandard.ZstdError as e:
-        raise IntegrityError(f"{where}: a plane is not a zstd frame: {e}", member=member, path=path) from None
-    if declared < 0:  # (the writer always declares it: a frame without is refused, never decoded)
-        raise IntegrityError(f"{where}: a plane's zstd frame does not declare its size", member=member, path=path)
-    if declared > n:
-        raise UnsafeArchiveError(
-            f"{where}: a plane declares {declared:,} decompressed bytes, its chunk {n:,} (a decompression bomb or "
-            "damaged metadata)",
-            member=member,
-            path=path,
-        )
-    if declared != n:
-        raise IntegrityError(f"{where}: a plane declares {declared} bytes, its chunk {n}", member=member, path=path)
-    try:
-        out = _decompressor().decompress(frame, max_output_size=n)
-    except zstandard.ZstdError as e:
-        raise IntegrityError(f"{where}: zstd data is damaged: {e}", member=member, path=path) from None
-    if len(out) != n:
-        raise IntegrityError(f"{where}: a plane decoded to {len(out)} bytes, not {n}", member=member, path=path)
-    return out
-
-
-def decode_chunk(
-    chunk: Chunk, stored: memoryview, out: memoryview, *, verify: bool, member: str, path: str | None
-) -> None:
-    """Decode one chunk's stored bytes into `out` (its `size` bytes)."""
-    if verify and crc32(stored) != chunk.crc:
-        raise IntegrityError(
-            f"chunk at {chunk.offset} ({chunk.label!r}) does not match its checksum (damaged file)",
-            member=member,
-            path=path,
-        )
-    width, plane_size = chunk.width, chunk.size // chunk.width
-    planes: list[Any] = []
-    pos = 0
-    for s in chunk.planes:
-        frame = stored[pos : pos + s]
-        planes.append(frame if s == plane_size else _unzstd(frame, plane_size, chunk, member, path))
-        pos += s
-    dst = np.frombuffer(out, dtype=np.uint8)
-    if width == 1:
-        dst[:] = np.frombuffer(planes[0], dtype=np.uint8)
-    elif width == 2 and _LITTLE:  # two shifts over 16-bit words: several times faster than strided copies
-        words = dst.view(np.uint16)
-        np.left_shift(np.frombuffer(planes[1], dtype=np.uint8), 8, out=words, dtype=np.uint16)
-        words |= np.frombuffer(planes[0], dtype=np.uint8)
-    else:
-        grid = dst.reshape(-1, width)
-        for k, plane in enumerate(planes):
-            grid[:, k] = np.frombuffer(plane, dtype=np.uint8)
-
-
-class ChunkedMember:
-    """Decoded access to one `bgzstd` member: whole, or a range from the chunks that hold it.
-
-    stored(offset, length): the member's stored bytes. A few recently decoded chunks are kept, so
-    reading the small tensors that share a chunk one after another decodes it once."""
-
-    CACHED_CHUNKS = 4
-
-    def __init__(
-        self, name: str, chunks: list[Chunk], stored: Callable[[int, int], memoryview], *, verify: bool
-    ) -> None:
-        self.name = name
-        self.chunks = chunks
-        self.starts = [c.offset for c in chunks]
-        self.size = chunks[-1].end if chunks else 0
-        self._stored = stored
-        self.verify = verify
-        self._cache: OrderedDict[int, bytearray] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def _stored_of(self, c: Chunk) -> memoryview:
-        return self._stored(c.stored_offset, c.stored_size)
-
-    def _decoded(self, i: int, path: str | None) -> bytearray:
-        with self._lock:
-            hit = self._cache.get(i)
-            if hit is not None:
-                self._cache.move_to_end(i)
-                return hit
-        c = self.chunks[i]
-        buf = bytearray(c.size)
-        decode_chunk(c, self._stored_of(c), memoryview(buf), verify=self.verify, member=self.name, path=path)
-        with self._lock:
-            self._cache[i] = buf
-            while len(self._cache) > self.CACHED_CHUNKS:
-                self._cache.popitem(last=False)
-        return buf
-
-    def read(self, begin: int, end: int, *, path: str | None = None) -> memoryview:
-        """Decoded bytes [begin, end) as a new, writable buffer of the caller's own."""
-        if not 0 <= begin <= end <= self.size:
-            raise FormatError("range outside the member", member=self.name, path=path)
-        view = np.empty(end - begin, dtype=np.uint8).data  # (not zeroed: every byte is written below)
-        if begin == end:
-            return view
-        first = bisect.bisect_right(self.starts, begin) - 1
-        last = bisect.bisect_left(self.starts, end) - 1
-        whole: list[tuple[Chunk, memoryview, memoryview]] = []
-        for i in range(first, last + 1):
-            c = self.chunks[i]
-            lo, hi = max(begin, c.offset), min(end, c.end)
-            if lo == c.offset and hi == c.end:
-                whole.append((c, self._stored_of(c), view[lo - begin : hi - begin]))
-            else:  # part of a chunk (a small tensor beside others): decode the chunk once, keep it a while
-                view[lo - begin : hi - begin] = self._decoded(i, path)[lo - c.offset : hi - c.offset]
-        self._decode_all(whole, path)
-        return view
-
-    def _decode_all(self, jobs: list[tuple[Chunk, memoryview, memoryview]], path: str | None) -> None:
-        def run(job: tuple[Chunk, memoryview, memoryview]) -> None:
-            decode_chunk(job[0], job[1], job[2], verify=self.verify, member=self.name, path=path)
-
-        if len(jobs) <= 1:
-            for job in jobs:
-                run(job)
-            return
-        for fut in [_executor().submit(run, job) for job in jobs]:
-            fut.result()  # (the first failure is raised; the others finish first or are dropped)
-
-    def problems(self) -> list[str]:
-        """What is wrong with each chunk (checksum, decoding), for verify: one line per bad chunk."""
-        out: list[str] = []
-        for c in self.chunks:
-            try:
-                decode_chunk(
-                    c, self._stored_of(c), memoryview(bytearray(c.size)), verify=True, member=self.name, path=None
-                )
-            except FormatError as e:
-                out.append(e.message)
-        return out
