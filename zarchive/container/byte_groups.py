@@ -16,6 +16,7 @@ This module holds the filter, the chunk index and the writing side; chunk_reader
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -41,7 +42,7 @@ SAMPLE_PER_PART = 256 << 10
 SAMPLE_TOTAL = 1 << 20
 HEADER_LABEL = "$header"
 DATA_LABEL = "$data"
-_HEX8 = frozenset("0123456789abcdef")
+_HEX8 = re.compile("[0-9a-f]{8}")
 
 # zstd tuned for byte planes: the exponent plane of weights holds few distinct bytes and almost no
 # repeats, so matches rarely pay and zstd's Huffman-coded literals do the work. A short search with
@@ -94,7 +95,7 @@ def numpy_width(dtype: np.dtype[Any]) -> int:
 # --- the chunk index -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Chunk:
     label: str  # the entry the chunk starts in ('$header', a tensor key, '$data')
     offset: int  # of its decoded bytes in the member
@@ -103,14 +104,11 @@ class Chunk:
     stored_offset: int  # of its stored bytes in the zip entry
     planes: tuple[int, ...]  # stored size of each plane; equal to size // width: raw, else one zstd frame
     crc: int  # CRC-32 of its stored bytes
+    stored_size: int = 0  # (the planes' sum)
 
     @property
     def end(self) -> int:
         return self.offset + self.size
-
-    @property
-    def stored_size(self) -> int:
-        return sum(self.planes)
 
 
 def _bad(i: int, what: str, member: str) -> FormatError:
@@ -133,12 +131,11 @@ def parse_index(entry: dict[str, Any], *, member: str) -> list[Chunk]:
         label, offset, size, width, stored_offset, planes, crc = row
         if not isinstance(label, str) or len(label) > 100_000:
             raise _bad(i, "bad label", member)
-        for name, v in (("offset", offset), ("size", size), ("width", width), ("stored_offset", stored_offset)):
-            if type(v) is not int or v < 0:
-                raise _bad(i, f"bad {name}", member)
-        if not 1 <= width <= MAX_WIDTH:
+        if type(offset) is not int or type(size) is not int or type(stored_offset) is not int or offset < 0:
+            raise _bad(i, "offset, size and stored_offset must be non-negative integers", member)
+        if type(width) is not int or not 1 <= width <= MAX_WIDTH:
             raise _bad(i, f"width {width} is not in 1..{MAX_WIDTH}", member)
-        if size == 0 or size % width:
+        if size <= 0 or size % width:
             raise _bad(i, f"size {size} is not a positive multiple of its width {width}", member)
         if size > MAX_CHUNK_BYTES:
             raise UnsafeArchiveError(
@@ -152,16 +149,17 @@ def parse_index(entry: dict[str, Any], *, member: str) -> list[Chunk]:
             what = "overlaps the one before" if stored_offset < stored_end else "leaves a gap after the one before"
             raise _bad(i, f"stored at {stored_offset}, the previous ends at {stored_end}: it {what}", member)
         plane_size = size // width
-        if (
-            not isinstance(planes, list)
-            or len(planes) != width
-            or any(type(p) is not int or not 0 < p <= plane_size for p in planes)
-        ):
+        if not isinstance(planes, list) or len(planes) != width:
             raise _bad(i, f"planes must be {width} stored sizes in 1..{plane_size}", member)
-        if not isinstance(crc, str) or len(crc) != 8 or not set(crc) <= _HEX8:
+        stored = 0
+        for p in planes:
+            if type(p) is not int or not 0 < p <= plane_size:
+                raise _bad(i, f"planes must be {width} stored sizes in 1..{plane_size}", member)
+            stored += p
+        if not isinstance(crc, str) or _HEX8.fullmatch(crc) is None:
             raise _bad(i, "bad crc32", member)
-        out.append(Chunk(label, offset, size, width, stored_offset, tuple(planes), int(crc, 16)))
-        end, stored_end = offset + size, stored_offset + sum(planes)
+        out.append(Chunk(label, offset, size, width, stored_offset, tuple(planes), int(crc, 16), stored))
+        end, stored_end = offset + size, stored_offset + stored
     if end != entry.get("size") or stored_end != entry.get("stored_size"):
         raise FormatError(
             f"the chunks decode to {end} bytes stored in {stored_end}; the metadata says {entry.get('size')} "
