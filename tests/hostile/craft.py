@@ -271,6 +271,14 @@ def unpack(data: bytes) -> Parts:
                 raw = zstandard.ZstdDecompressor().stream_reader(raw).read()
             elif info["codec"] == "bgzstd":  # (repacked as a plain member under the same name)
                 raw = decode_bgzstd(raw, info["chunks"])
+                if name.endswith(".safetensors.bgz"):  # plain safetensors members carry entry checksums
+                    n = struct.unpack("<Q", raw[:8])[0]
+                    head = json.loads(raw[8 : 8 + n])
+                    entries[name] = {"$header": (0, 8 + n)} | {
+                        k: (8 + n + v["data_offsets"][0], v["data_offsets"][1] - v["data_offsets"][0])
+                        for k, v in head.items()
+                        if k != "__metadata__"
+                    }
             members[name] = raw
             if info.get("entries"):
                 ents = info["entries"]  # format 1.0: {label: {offset, size, crc32}}; 1.1: rows
