@@ -235,7 +235,9 @@ def pieces(parts: Iterable[tuple[str | None, memoryview, int]], chunk: int = CHU
                 current = Piece(name, offset, [], width)
             current.bufs.append(buf)
         else:
-            step = max(width, chunk // width * width)
+            # equal chunks (2.4 MB: two of 1.2 MB, not 2 MiB + 0.3 MB), so the cores finish together
+            count = -(-n // chunk)
+            step = -(-(-(-n // count)) // width) * width
             for at in range(0, n, step):
                 yield Piece(name, offset + at, [buf[at : at + step]], width)
         offset += n

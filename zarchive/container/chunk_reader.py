@@ -146,12 +146,14 @@ class ChunkedMember:
         def run(job: tuple[Chunk, memoryview, memoryview]) -> None:
             decode_chunk(job[0], job[1], job[2], verify=self.verify, member=self.name, path=path)
 
-        if len(jobs) <= 1:
-            for job in jobs:
-                run(job)
+        if not jobs:
             return
-        for fut in [executor().submit(run, job) for job in jobs]:
-            fut.result()  # (the first failure is raised; the others finish first or are dropped)
+        futures = [executor().submit(run, job) for job in jobs[1:]]
+        try:
+            run(jobs[0])  # this thread decodes too, rather than wait
+        finally:
+            for fut in futures:
+                fut.result()  # (the first failure is raised once all have finished)
 
     def problems(self) -> list[str]:
         """What is wrong with each chunk (checksum, decoding), for verify: one line per bad chunk."""
