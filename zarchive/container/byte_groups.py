@@ -236,13 +236,17 @@ def pieces(parts: Iterable[tuple[str | None, memoryview, int]], chunk: int = CHU
             current.bufs.append(buf)
         else:
             # equal chunks (2.4 MB: two of 1.2 MB, not 2 MiB + 0.3 MB), so the cores finish together
-            count = -(-n // chunk)
-            step = -(-(-(-n // count)) // width) * width
+            count = _ceil_div(n, chunk)
+            step = _ceil_div(_ceil_div(n, count), width) * width
             for at in range(0, n, step):
                 yield Piece(name, offset + at, [buf[at : at + step]], width)
         offset += n
     if current is not None:
         yield current
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 def _encode_piece(p: Piece) -> tuple[list[int], list[Any], int]:
