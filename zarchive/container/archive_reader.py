@@ -373,13 +373,13 @@ class ArchiveReader:
         for name, entry in self.metadata["members"].items():
             try:
                 self.verified_bytes += self.zip.members[name].size
+                if entry["codec"] == byte_groups.CODEC:  # every chunk: its CRC, then its decoding
+                    problems += [(name, p) for p in self.chunked(name).problems()]
+                    continue
                 if entry["codec"] == "none" and self._member_crc(name) == self.zip.members[name].crc:
                     raw = None  # checked in chunks: a huge member is never read whole
                 else:
                     raw = self.zip.view(name)
-                if entry["codec"] == byte_groups.CODEC:
-                    problems += [(name, p) for p in self.chunked(name).problems()]
-                    continue
                 if raw is not None and crc32(raw) != self.zip.members[name].crc:
                     damaged = self.damaged_entries(name, raw)
                     if damaged:  # name the tensors (or header) that are damaged, not only the member
