@@ -4,6 +4,7 @@ named with their tensor, the read budget, extract to plain files, checkpoints an
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -311,3 +312,23 @@ def test_any_range_decodes_from_its_chunks(
     a, b = sorted(int(x * len(plain)) for x in cut)
     assert bytes(member.read(a, b)) == plain[a:b]
     assert bytes(member.read(0, len(plain))) == plain
+
+
+def test_a_forked_child_reads_with_a_pool_of_its_own(tmp_path: Path) -> None:
+    """A process forked after a read (a DataLoader worker) still decodes: the parent's pool threads do
+    not exist in the child."""
+    import multiprocessing as mp
+
+    p = tmp_path / "a.zarc"
+    big = weights(3 << 20, seed=3)  # several chunks: the pool is used
+    zarchive.save({"m": {"w": big}}, p, compress_weights=True)
+    assert torch.equal(zarchive.read(p)["m"]["w"], big)  # the parent's pool exists now
+    ctx = mp.get_context("fork")
+    with ctx.Pool(1) as pool:
+        ok = pool.apply_async(_read_sum, (str(p),)).get(timeout=30)
+    assert ok == hashlib.sha256(big.numpy().tobytes()).hexdigest()
+
+
+def _read_sum(path: str) -> str:
+    # (numpy, not torch ops: torch's OpenMP threads do not survive a fork either)
+    return hashlib.sha256(zarchive.read(path, tensors="numpy")["m"]["w"].tobytes()).hexdigest()

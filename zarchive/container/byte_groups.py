@@ -60,6 +60,7 @@ _PARAMS = zstandard.ZstdCompressionParameters(
 _local = threading.local()
 _pool_lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
+_pool_pid = 0
 
 
 def workers() -> int:
@@ -67,11 +68,14 @@ def workers() -> int:
 
 
 def executor() -> ThreadPoolExecutor:
-    """The thread pool that compresses and decompresses chunks (one worker per core)."""
-    global _pool
+    """The thread pool that compresses and decompresses chunks (one worker per core). A process
+    forked after it was made (a DataLoader worker) gets a pool of its own: the parent's threads do
+    not exist in the child, and jobs given to their pool would never run."""
+    global _pool, _pool_pid
     with _pool_lock:
-        if _pool is None:
+        if _pool is None or _pool_pid != os.getpid():
             _pool = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="zarchive-bgzstd")
+            _pool_pid = os.getpid()
         return _pool
 
 
