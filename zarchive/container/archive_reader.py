@@ -15,7 +15,7 @@ from ..errors import FormatError, IntegrityError, MemberNotFoundError, UnsafeArc
 from ..protocol import FORMAT_MAJOR, FORMAT_MINOR, FORMAT_NAME
 from . import byte_groups, codecs
 from .archive_writer import HEADER_LABEL, MANIFEST_NAME, METADATA_NAME
-from .chunk_reader import ChunkedMember
+from .chunk_reader import ChunkCache, ChunkedMember
 from .crc import crc32, crc_hex
 from .jsontext import loads_strict
 from .source import ByteSource, SourceChangedError
@@ -50,6 +50,7 @@ class ArchiveReader:
         self.parsed: dict[tuple[str, str], Any] = {}
         self._entry_tables: dict[str, dict[str, Any]] = {}
         self._chunked: dict[str, ChunkedMember] = {}
+        self._chunk_cache = ChunkCache()  # (chunks of bgzstd members read in part, for all of them)
         self.verified_bytes = 0  # bytes verify_all() ran through a CRC (at most twice the members' sizes)
         self.on_read: Callable[[str, int], None] | None = None  # (member, bytes) per read, for progress bars
         # during a full read of an unmapped local file: a member's whole bytes, read and checked
@@ -223,7 +224,13 @@ class ArchiveReader:
                 )
             chunks = byte_groups.parse_index(entry, member=name)
             offset = self.zip.members[name].data_offset
-            member = ChunkedMember(name, chunks, lambda at, n: self.source.view(offset + at, n), verify=self.verify)
+            member = ChunkedMember(
+                name,
+                chunks,
+                lambda at, n: self.source.view(offset + at, n),
+                verify=self.verify,
+                cache=self._chunk_cache,
+            )
             self._chunked[name] = member
         return member
 
@@ -418,5 +425,7 @@ class ArchiveReader:
 
     def close(self) -> None:
         self._decoded.clear()
+        self._chunked.clear()
+        self._chunk_cache.clear()
         self.parsed.clear()
         self.source.close()

@@ -84,16 +84,47 @@ def decode_chunk(
             grid[:, k] = np.frombuffer(plane, dtype=np.uint8)
 
 
+class ChunkCache:
+    """The few chunks decoded last, for every member of one open archive together (so the memory it
+    keeps does not grow with the number of members): reading the small tensors that share a chunk,
+    one after another, decodes it once."""
+
+    def __init__(self, capacity: int = 4) -> None:
+        self.capacity = capacity
+        self._chunks: OrderedDict[tuple[str, int], bytearray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, int]) -> bytearray | None:
+        with self._lock:
+            hit = self._chunks.get(key)
+            if hit is not None:
+                self._chunks.move_to_end(key)
+            return hit
+
+    def put(self, key: tuple[str, int], buf: bytearray) -> None:
+        with self._lock:
+            self._chunks[key] = buf
+            while len(self._chunks) > self.capacity:
+                self._chunks.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._chunks.clear()
+
+
 class ChunkedMember:
     """Decoded access to one `bgzstd` member: whole, or a range from the chunks that hold it.
 
-    stored(offset, length): the member's stored bytes. A few recently decoded chunks are kept, so
-    reading the small tensors that share a chunk one after another decodes it once."""
-
-    CACHED_CHUNKS = 4
+    stored(offset, length): the member's stored bytes; cache: where chunks read in part are kept."""
 
     def __init__(
-        self, name: str, chunks: list[Chunk], stored: Callable[[int, int], memoryview], *, verify: bool
+        self,
+        name: str,
+        chunks: list[Chunk],
+        stored: Callable[[int, int], memoryview],
+        *,
+        verify: bool,
+        cache: ChunkCache | None = None,
     ) -> None:
         self.name = name
         self.chunks = chunks
@@ -101,25 +132,19 @@ class ChunkedMember:
         self.size = chunks[-1].end if chunks else 0
         self._stored = stored
         self.verify = verify
-        self._cache: OrderedDict[int, bytearray] = OrderedDict()
-        self._lock = threading.Lock()
+        self._cache = cache if cache is not None else ChunkCache()
 
     def _stored_of(self, c: Chunk) -> memoryview:
         return self._stored(c.stored_offset, c.stored_size)
 
     def _decoded(self, i: int, path: str | None) -> bytearray:
-        with self._lock:
-            hit = self._cache.get(i)
-            if hit is not None:
-                self._cache.move_to_end(i)
-                return hit
+        hit = self._cache.get((self.name, i))
+        if hit is not None:
+            return hit
         c = self.chunks[i]
         buf = bytearray(c.size)
         decode_chunk(c, self._stored_of(c), memoryview(buf), verify=self.verify, member=self.name, path=path)
-        with self._lock:
-            self._cache[i] = buf
-            while len(self._cache) > self.CACHED_CHUNKS:
-                self._cache.popitem(last=False)
+        self._cache.put((self.name, i), buf)
         return buf
 
     def read(self, begin: int, end: int, *, path: str | None = None) -> memoryview:
