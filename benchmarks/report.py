@@ -53,6 +53,11 @@ TARGETS = (
            "safetensors", 1.1),
     Target(("configured-model",), "read+touch, verify=off <= 1.1x safetensors load_file", "touch",
            "zarchive verify=off", "safetensors", 1.1),
+    # benchmarks/compressed.py
+    Target(BIG, "compress_weights: read <= 1.0x torch.load of the uncompressed file", "read",
+           "zarchive compress_weights", "torch", 1.0),
+    Target(BIG, "compress_weights: save <= 1.5x the uncompressed save", "save", "zarchive compress_weights",
+           "zarchive", 1.5),
 )  # fmt: skip
 
 

@@ -24,6 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import async_stall
+from compressed import render_samples, run_samples
 from measure import (
     can_drop_caches,
     drop_caches,
@@ -302,7 +303,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_json:
         with open(args.from_json) as f:
             saved = json.load(f)
-        print(render(saved["machine"], saved["raw_io"], saved["workloads"], saved["settings"]))
+        print(
+            render(saved["machine"], saved["raw_io"], saved["workloads"], saved["settings"])
+            + render_samples(saved.get("samples"))
+        )
         return 0
     global VERBOSE
     VERBOSE = args.verbose
@@ -341,13 +345,23 @@ def main(argv: list[str] | None = None) -> int:
         text = render(info, raw, results, settings)
         stall = async_stall.measure(all_w["big"], reps, workdir) if "big" in names else None
         text += "\n" + async_stall.render(stall) if stall else ""
+        log("compressed weights: the codec table")
+        samples = run_samples(reps=reps, mib=8 if args.quick else 32)  # benchmarks/compressed.py
+        text += render_samples(samples)
         print(text)
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:
             f.write(text)
         with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
             json.dump(
-                {"machine": info, "raw_io": raw, "settings": settings, "workloads": results, "async_stall": stall},
+                {
+                    "machine": info,
+                    "raw_io": raw,
+                    "settings": settings,
+                    "workloads": results,
+                    "async_stall": stall,
+                    "samples": samples,
+                },
                 f,
                 indent=1,
             )

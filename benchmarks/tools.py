@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from compressed import compressed_tools
 from workloads import Workload, touch
 
 ZARCHIVE = "zarchive"
@@ -262,6 +263,7 @@ def tools_for(w: Workload) -> list[Tool]:
         tools += _pickle_tools(w)
     if w.kind != "model":  # zanj has its own ConfiguredModel, not ours
         tools.append(ZANJ_TOOL)
+    tools += [Tool(**spec) for spec in compressed_tools(w)]  # benchmarks/compressed.py
     return tools
 
 

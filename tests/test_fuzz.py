@@ -80,9 +80,10 @@ def _bases() -> dict[str, bytes]:
     }
     out = {}
     with tempfile.TemporaryDirectory() as d:
-        for label, kw in {"zstd": {}, "plain": {"compress": False}}.items():
+        for label, kw in {"zstd": {}, "plain": {"compress": False}, "weights": {"compress_weights": True}}.items():
             path = os.path.join(d, f"{label}.zarc")
-            zarchive.save(obj, path, **kw)
+            extra = {"layer": {"w": torch.randn(2048, generator=g) * 0.02}} if label == "weights" else {}
+            zarchive.save({**obj, **extra}, path, **kw)  # weights: float members stored bgzstd (spec 4.6)
             with open(path, "rb") as f:
                 out[label] = f.read()
     out["corpus"] = pack(corpus_base())

@@ -44,6 +44,9 @@ class ZArchive:
     compress: False/"none", True/"zstd" (level 3, the default) or a zstd level. Tables, lists and
         JSON-like members are compressed; arrays and tensors only where a sample shows it pays, so
         float weights stay uncompressed and can be mapped from the file.
+    compress_weights: True stores float and complex tensors and arrays (weights, optimizer states)
+        byte-grouped and zstd-compressed in chunks where a sample shows it pays (smaller files;
+        they are decompressed on reading instead of mapped). Default False. Independent of `compress`.
     external_array_threshold: numpy arrays with this many elements or more go to their own members
         (as ZANJ counts); smaller ones are written inline in the manifest. Tensors always have members.
     external_list_threshold: lists longer than this go to a `.jsonl` member.
@@ -89,6 +92,7 @@ class ZArchive:
         max_nodes: int = DEFAULT_MAX_NODES,
         max_read_bytes: int | None = None,
         progress: bool | None = None,
+        compress_weights: bool = False,
     ) -> None:
         self.progress = check_progress(progress)
         self.settings = Settings(
@@ -99,6 +103,7 @@ class ZArchive:
             custom_settings=config_to_plain(custom_settings),  # e.g. a DictConfig from Hydra
             durable=durable,
             verify=verify,
+            compress_weights=compress_weights,
         )
         if not isinstance(mmap, bool):
             raise TypeError(f"mmap must be True or False, not {mmap!r}")
@@ -113,7 +118,8 @@ class ZArchive:
         s = self.settings
         return (
             f"ZArchive(compress={s.compress_level!r}, external_array_threshold={s.external_array_threshold}, "
-            f"external_list_threshold={s.external_list_threshold}, error_mode={s.error_mode.value!r})"
+            f"external_list_threshold={s.external_list_threshold}, error_mode={s.error_mode.value!r}"
+            + (", compress_weights=True)" if s.compress_weights else ")")
         )
 
     # --- saving ---
@@ -189,7 +195,7 @@ class ZArchive:
                     members = [*members, *more]
             if stage is not None:
                 stage(members)
-            choose_codecs(members, self.settings.compress_level)
+            choose_codecs(members, self.settings.compress_level, weights=self.settings.compress_weights)
             checked = check_readable(manifest, members, self.registry)
         return PlannedSave(checked, members, build_metadata(self.settings))
 

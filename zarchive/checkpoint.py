@@ -44,6 +44,7 @@ def save_checkpoint(
     *,
     generators: Mapping[str, GeneratorLike] | None = None,
     za: ZArchive | None = None,
+    compress_weights: bool = False,
     **extra: Any,
 ) -> str:
     """Save a training checkpoint to `path` (atomically) and return the path.
@@ -54,11 +55,15 @@ def save_checkpoint(
     generators: your own generator objects (np.random.Generator, torch.Generator, random.Random...)
         whose states are saved beside the global ones (Python, numpy, torch CPU and CUDA).
     za: a ZArchive with the settings to save with (compression, durability).
+    compress_weights: store the weights and the optimizer's states (Adam moments) byte-grouped and
+        compressed (ZArchive(compress_weights=True)); without za only.
     extra: anything else the archive can hold (epoch=3, step=1200, metrics=<DataFrame>, config=...).
     Nothing here draws from a random generator, so saving does not change the run.
     """
     root = _checkpoint_root("save_checkpoint", (model, optimizer, scheduler, scaler), generators, extra)
-    return (za or ZArchive()).save(root, path)
+    if za is not None and compress_weights:
+        raise TypeError("save_checkpoint: pass compress_weights=True to the ZArchive given as za, not beside it")
+    return (za or ZArchive(compress_weights=compress_weights)).save(root, path)
 
 
 def save_checkpoint_async(

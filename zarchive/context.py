@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypeVar
 
 from .container.archive_reader import ArchiveReader
 from .container.archive_writer import RESERVED_NAMES, CompressHint, MemberPlan, Part
+from .container.byte_groups import CODEC as BYTE_GROUPS_CODEC
 from .container.names import collision_key, fit_stem, sanitize_component
 from .errors import FormatError, SaveError, VersionError, ZArchiveError
 from .objpath import join_path
@@ -295,7 +296,10 @@ class LoadContext:
         if owned is not None:
             return owned
         source = self.archive.source
-        if self.archive.member_entry(name)["codec"] != "none":
+        codec = self.archive.member_entry(name)["codec"]
+        if codec == BYTE_GROUPS_CODEC:
+            owned = data  # decoded afresh for this caller (see ArchiveReader.member_range)
+        elif codec != "none":
             owned = memoryview(bytearray(data))  # the reader keeps decoded members for later loads
         elif getattr(source, "mapped", False) and hasattr(source, "private_copy"):
             if self._mapping is None:

@@ -65,6 +65,7 @@ def build_metadata(settings: Settings) -> dict[str, Any]:
         "settings": {
             "external_array_threshold": settings.external_array_threshold,
             "external_list_threshold": settings.external_list_threshold,
+            "compress_weights": settings.compress_weights,
             "custom": custom,
         },
     }

@@ -69,8 +69,11 @@ class Settings:
     custom_settings: dict[str, Any] | None = field(default=None, hash=False)
     durable: bool = True
     verify: bool = True
+    compress_weights: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.compress_weights, bool):
+            raise TypeError(f"compress_weights must be True or False, not {self.compress_weights!r}")
         for name in ("external_array_threshold", "external_list_threshold"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
@@ -78,12 +81,18 @@ class Settings:
 
     def compression_record(self) -> dict[str, Any]:
         """How the metadata describes the compression choice."""
+        weights = (
+            "float/complex arrays and tensors byte-grouped and zstd-compressed in chunks (codec bgzstd) where a "
+            "sample of them shrinks to 95% or less, else uncompressed"
+            if self.compress_weights
+            else "float/complex arrays and tensors never (they stay mappable)"
+        )
         if self.compress_level is None:
-            return {"codec": "none"}
+            return {"codec": "none"} if not self.compress_weights else {"codec": "none", "policy": weights}
         return {
             "codec": "zstd",
             "level": self.compress_level,
-            "policy": ".jsonl members always; float/complex arrays and tensors never (they stay mappable); "
+            "policy": f".jsonl members always; {weights}; "
             "other .npy, .safetensors and .bin members where zstd shrinks a 1 MiB sample of their data "
             "to 85% or less; manifest.json and metadata.json never",
         }

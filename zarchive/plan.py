@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from .container import byte_groups
 from .container.budget import ReadBudget
 from .container.source import ByteSource
 from .errors import FormatError, UnknownTypeError, UnsafeArchiveError, UntrustedTypeError, VersionError, ZArchiveError
@@ -290,6 +291,9 @@ class Planner:
                 member=name,
                 path=self.path_str,
             )
+        if entry.get("codec") == byte_groups.CODEC and name not in self.plan.members:
+            # the chunk index must tile the member before a byte is decoded; decoded bytes count below
+            byte_groups.parse_index(entry, member=name)
         self.plan.members[name] = entry["size"] if entry.get("codec") != "none" or not self._mapped else 0
         return entry
 

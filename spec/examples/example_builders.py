@@ -469,3 +469,69 @@ def columns_polars() -> dict[str, Any]:
         ]
     )  # fmt: skip
     return {"frame": frame, "text": pl.Series("text", rep(["alpha", None, "日本語", ""], 40), dtype=pl.String)}
+
+
+def _weights(n: int, seed: int) -> torch.Tensor:
+    """`n` float32 weights spread like a trained layer's (|w| mostly below 0.05), from noise()."""
+    u = torch.from_numpy(noise(n, seed)).double()
+    return ((u - 0.5) * 0.1 * (u - 0.5).abs().add(0.05)).float()
+
+
+def _random_floats(n: int, seed: int) -> torch.Tensor:
+    """float32 of random bits (SplitMix64 as in noise(); bit 30 cleared: finite, exponents below 128):
+    byte planes that barely compress."""
+    x = (np.arange(n, dtype=np.uint64) + np.uint64(seed)) * np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    x = x ^ (x >> np.uint64(31))
+    bits = (x >> np.uint64(32)).astype(np.uint32) & np.uint32(0xBFFFFFFF)
+    return torch.from_numpy(bits.view(np.float32).copy())
+
+
+def compressed_weights() -> dict[str, Any]:
+    """Format 1.3: float tensors and arrays stored byte-grouped in chunks (codec bgzstd), saved with
+    compress_weights=True: bfloat16, float16, float32, float32 holding bfloat16 values, float64,
+    complex64 beside an int64 tensor in one member; 40 small tensors sharing a chunk; a tensor of
+    2.4 MB filling two chunks; a float32 numpy array (.npy.bgz); and a float32 tensor of noise whose
+    sample does not shrink enough, which stays uncompressed."""
+    w = _weights(4096, 7)
+    layers = {
+        "bf16": w.bfloat16().reshape(64, 64),
+        "f16": w.half().reshape(64, 64),
+        "f32": w.reshape(64, 64),
+        "f32_from_bf16": w.bfloat16().float().reshape(64, 64),
+        "f64": w.double()[:1024],
+        "c64": torch.complex(w[:512], w[512:1024]),
+        "steps": torch.arange(300, dtype=torch.int64),
+    }
+    small = {f"p{i}": _weights(100, 100 + i) for i in range(40)}
+    return {
+        "layers": layers,
+        "small": small,
+        "big": {"ramp": torch.arange(600_000, dtype=torch.float32).div(1024.0).floor()},
+        "array": _weights(5000, 11).numpy(),
+        "noise": {"raw": _random_floats(4096, 99)},
+    }
+
+
+def compressed_checkpoint_parts() -> dict[str, Any]:
+    """A save_checkpoint(compress_weights=True) of a small MLP and its Adam state after two steps."""
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    with torch.no_grad():
+        for i, p in enumerate(model.parameters()):
+            p.copy_(_weights(p.numel(), 500 + i).reshape(p.shape))
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    for step in range(2):
+        for i, p in enumerate(model.parameters()):
+            p.grad = _weights(p.numel(), 700 + 10 * step + i).reshape(p.shape)
+        optimizer.step()
+    return {"model": model, "optimizer": optimizer, "epoch": 2}
+
+
+def write_compressed_checkpoint(parts: dict[str, Any], path: Path, settings: dict[str, Any]) -> None:
+    random.seed(0)
+    np.random.seed(0)
+    torch.manual_seed(0)
+    zarchive.save_checkpoint(
+        path, parts["model"], parts["optimizer"], za=zarchive.ZArchive(**settings), epoch=parts["epoch"]
+    )

@@ -100,6 +100,14 @@ EXAMPLES: tuple[Example, ...] = (
             "Boolean, String, Categorical, Enum, Date, Time, Datetime with a zone, Duration, List, Struct, Null) with "
             "nulls, and a polars Series of text in Arrow's string layout", builders.columns_polars,
             settings={"external_list_threshold": 4}),
+    Example("compressed_weights", "format 1.3: compress_weights=True: float tensors of every width, a tensor of "
+            "two chunks, small tensors sharing a chunk and a numpy array stored byte-grouped in chunks (codec "
+            "bgzstd, section 4.6); float noise that does not pay stays uncompressed",
+            builders.compressed_weights, settings={"compress_weights": True}, variants=("",)),
+    Example("compressed_checkpoint", "format 1.3: save_checkpoint with compress_weights=True: model weights and "
+            "Adam moments in bgzstd members", builders.compressed_checkpoint_parts,
+            settings={"compress_weights": True}, variants=("",), write=builders.write_compressed_checkpoint,
+            roundtrip_exact=False),
 )  # fmt: skip
 
 

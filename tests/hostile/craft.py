@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hostile.formats import zstd_frame
+from hostile.formats import decode_bgzstd, zstd_frame
 
 LOCAL_SIG, CENTRAL_SIG, EOCD_SIG = 0x04034B50, 0x02014B50, 0x06054B50
 ZIP64_EOCD_SIG, ZIP64_LOCATOR_SIG = 0x06064B50, 0x07064B50
@@ -269,6 +269,16 @@ def unpack(data: bytes) -> Parts:
             info = meta["members"][name]
             if info["codec"] == "zstd":
                 raw = zstandard.ZstdDecompressor().stream_reader(raw).read()
+            elif info["codec"] == "bgzstd":  # (repacked as a plain member under the same name)
+                raw = decode_bgzstd(raw, info["chunks"])
+                if name.endswith(".safetensors.bgz"):  # plain safetensors members carry entry checksums
+                    n = struct.unpack("<Q", raw[:8])[0]
+                    head = json.loads(raw[8 : 8 + n])
+                    entries[name] = {"$header": (0, 8 + n)} | {
+                        k: (8 + n + v["data_offsets"][0], v["data_offsets"][1] - v["data_offsets"][0])
+                        for k, v in head.items()
+                        if k != "__metadata__"
+                    }
             members[name] = raw
             if info.get("entries"):
                 ents = info["entries"]  # format 1.0: {label: {offset, size, crc32}}; 1.1: rows

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..container import codecs
+from ..container import byte_groups, codecs
 from ..container.budget import default_read_budget
 from ..container.names import collision_key, name_problem
 from ..errors import IntegrityError, ZArchiveError
@@ -73,9 +73,10 @@ def _member_source(path: str) -> tuple[list[tuple[str, str, int]], Any, Any]:
     plan = []
     for name, info in reader.zip.members.items():
         entry = reader.metadata["members"].get(name)
-        zstd = entry is not None and entry.get("codec") == "zstd"
+        codec = entry.get("codec") if entry is not None else None
         size = entry["size"] if entry is not None else info.size
-        plan.append((name, name[: -len(codecs.ZSTD_SUFFIX)] if zstd else name, size))
+        suffix = {"zstd": codecs.ZSTD_SUFFIX, byte_groups.CODEC: byte_groups.SUFFIX}.get(str(codec), "")
+        plan.append((name, name[: -len(suffix)] if suffix and name.endswith(suffix) else name, size))
 
     listed = {n for n in reader.metadata["members"] if n != MANIFEST_NAME}
 

@@ -13,10 +13,11 @@ from concurrent.futures import Future
 from typing import Any
 
 from ..errors import FormatError, IntegrityError, MemberNotFoundError, UnsafeArchiveError, VersionError
-from ..protocol import FORMAT_MAJOR, FORMAT_NAME
-from . import codecs
+from ..protocol import FORMAT_MAJOR, FORMAT_MINOR, FORMAT_NAME
+from . import byte_groups, codecs
 from .archive_writer import HEADER_LABEL, MANIFEST_NAME, METADATA_NAME
 from .budget import ReadBudget, holds_json
+from .chunk_reader import ChunkCache, ChunkedMember
 from .crc import crc32, crc_hex
 from .jsontext import loads_strict
 from .source import ByteSource, SourceChangedError
@@ -27,6 +28,7 @@ DEFAULT_MAX_DECOMPRESSED = 4 << 30
 _HEX8 = re.compile(r"^[0-9a-f]{8}$")
 _ABSENT = object()
 _VERSION = re.compile(r"^(\d{1,6})\.(\d{1,6})$")
+CODECS = ("none", "zstd", byte_groups.CODEC)
 
 
 class ArchiveReader:
@@ -52,6 +54,8 @@ class ArchiveReader:
         # members' parsed format headers, shared by every load from this open archive (read-only)
         self.parsed: dict[tuple[str, str], Any] = {}
         self._entry_tables: dict[str, dict[str, Any]] = {}
+        self._chunked: dict[str, ChunkedMember] = {}
+        self._chunk_cache = ChunkCache()  # (chunks of bgzstd members read in part, for all of them)
         self.verified_bytes = 0  # bytes verify_all() ran through a CRC (at most twice the members' sizes)
         self.on_read: Callable[[str, int], None] | None = None  # (member, bytes) per read, for progress bars
         # during a full read of an unmapped local file: a member's whole bytes, read and checked
@@ -113,10 +117,19 @@ class ArchiveReader:
         if not isinstance(entry, dict):
             raise FormatError("bad metadata entry", member=name)
         codec = entry.get("codec")
-        if codec not in ("none", "zstd"):
-            raise FormatError(f"unknown codec {codec!r}", member=name)
+        if codec not in CODECS:
+            match = _VERSION.match(str(self.metadata.get("format_version")))
+            if match and int(match.group(1)) == FORMAT_MAJOR and int(match.group(2)) > FORMAT_MINOR:
+                raise VersionError(
+                    f"codec {str(codec)[:40]!r} is newer than this reader (the file is format "
+                    f"{self.metadata['format_version']}): upgrade zarchive to read it",
+                    member=name,
+                )
+            raise FormatError(f"unknown codec {str(codec)[:40]!r}", member=name)
         if codec == "zstd" and not name.endswith(codecs.ZSTD_SUFFIX):
             raise FormatError("a zstd member's name must end in .zst", member=name)
+        if codec == byte_groups.CODEC and not name.endswith(byte_groups.SUFFIX):
+            raise FormatError(f"a {byte_groups.CODEC} member's name must end in {byte_groups.SUFFIX}", member=name)
         for key in ("size", "stored_size"):
             if type(entry.get(key)) is not int or entry[key] < 0:
                 raise FormatError(f"bad {key!r} in the metadata", member=name)
@@ -206,6 +219,29 @@ class ArchiveReader:
         if entry["crc32"] != crc_hex(self.zip.members[name].crc):
             raise IntegrityError("checksum mismatch", member=name)
 
+    def chunked(self, name: str) -> ChunkedMember:
+        """Decoded access to a `bgzstd` member, its chunk index validated on first use."""
+        member = self._chunked.get(name)
+        if member is None:
+            entry = self.metadata["members"][name]
+            if entry["size"] > self.max_decompressed:
+                raise UnsafeArchiveError(
+                    f"declares {entry['size']} decompressed bytes, over the limit of {self.max_decompressed} "
+                    "(raise max_decompressed to read it)",
+                    member=name,
+                )
+            chunks = byte_groups.parse_index(entry, member=name)
+            offset = self.zip.members[name].data_offset
+            member = ChunkedMember(
+                name,
+                chunks,
+                lambda at, n: self.source.view(offset + at, n),
+                verify=self.verify,
+                cache=self._chunk_cache,
+            )
+            self._chunked[name] = member
+        return member
+
     @property
     def format_version(self) -> str:
         """The format version the metadata declares ("major.minor", checked on opening)."""
@@ -247,6 +283,11 @@ class ArchiveReader:
         cached = self._decoded.get(name)
         if cached is not None:
             return cached
+        if entry["codec"] == byte_groups.CODEC:  # decoded afresh for each caller: the bytes are its own
+            view = self.chunked(name).read(0, entry["size"], path=path)
+            if self.on_read is not None:
+                self.on_read(name, view.nbytes)
+            return view
         if entry["codec"] == "none":
             whole = self.whole_member(name) if self.whole_member is not None else None
             data = whole if whole is not None else self.zip.view(name)
@@ -308,6 +349,8 @@ class ArchiveReader:
             return cached[:n]
         if entry["codec"] == "none":
             return self.source.view(self.zip.members[name].data_offset, n)
+        if entry["codec"] == byte_groups.CODEC:  # (only the chunks that hold them, checked)
+            return self.chunked(name).read(0, n, path=path)
         return codecs.decompress_prefix(self.zip.view(name), n, member=name)
 
     def member_range(
@@ -329,6 +372,11 @@ class ArchiveReader:
         entry = self.member_entry(name, path=path)
         if not (0 <= begin <= end <= entry["size"]):
             raise FormatError("range outside the member", member=name, path=path)
+        if entry["codec"] == byte_groups.CODEC:  # decoded from its own chunks, each checked by its CRC
+            data = self.chunked(name).read(begin, end, path=path)
+            if self.on_read is not None:
+                self.on_read(name, data.nbytes)
+            return own(data) if own is not None else data
         if entry["codec"] != "none":
             data = self.member_bytes(name, path=path)[begin:end]
             return own(data) if own is not None else data
@@ -360,6 +408,9 @@ class ArchiveReader:
         for name, entry in self.metadata["members"].items():
             try:
                 self.verified_bytes += self.zip.members[name].size
+                if entry["codec"] == byte_groups.CODEC:  # every chunk: its CRC, then its decoding
+                    problems += [(name, p) for p in self.chunked(name).problems()]
+                    continue
                 if entry["codec"] == "none" and self._member_crc(name) == self.zip.members[name].crc:
                     raw = None  # checked in chunks: a huge member is never read whole
                 else:
@@ -402,5 +453,7 @@ class ArchiveReader:
 
     def close(self) -> None:
         self._decoded.clear()
+        self._chunked.clear()
+        self._chunk_cache.clear()
         self.parsed.clear()
         self.source.close()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 from ..errors import SaveError, ZArchiveError
-from . import codecs, old_file
+from . import byte_groups, codecs, old_file
 from .budget import holds_json, json_memory_estimate
 from .crc import crc32, crc32_combine, crc_hex
 from .jsontext import dumps_pretty
@@ -35,7 +35,8 @@ HEADER_LABEL = "$header"
 _BIG = 4 << 20  # buffers above this are checksummed on a second core while they are written
 
 Part = tuple[str | None, memoryview]  # (entry label for its own checksum, bytes)
-CompressHint = Literal["never", "try", "always"]
+# "weights": float data, kept uncompressed (mappable) unless compress_weights asks for byte_groups
+CompressHint = Literal["never", "try", "always", "weights"]
 
 
 @dataclass
@@ -52,16 +53,37 @@ class MemberPlan:
     # so that a capture (save_async, zarchive/staging.py) copies them straight into pinned host
     # memory; None: parts() has every value on the host already.
     sources: Callable[[], Iterable[tuple[str | None, Any]]] | None = None
+    widths: list[int] | None = None  # byte-group width of each part (byte_groups); None: 1 for all
+
+    def grouped_parts(self) -> list[tuple[str | None, memoryview, int]]:
+        """(label, bytes, byte-group width) of each part."""
+        widths = self.widths or []
+        return [(label, _flat(buf), widths[i] if i < len(widths) else 1) for i, (label, buf) in enumerate(self.parts())]
 
 
-def choose_codecs(members: list[MemberPlan], level: int | None) -> None:
+def _flat(buf: memoryview) -> memoryview:
+    return buf.cast("B") if buf.format != "B" or buf.ndim != 1 else buf
+
+
+def choose_codecs(members: list[MemberPlan], level: int | None, *, weights: bool = False) -> None:
     """Decide each member's codec and final name, and point the manifest nodes at that name.
 
     A member bigger than a reader decompresses by default (archive_reader.DEFAULT_MAX_DECOMPRESSED)
-    is stored uncompressed, so the file stays readable without raising that limit."""
+    is stored uncompressed, so the file stays readable without raising that limit. `weights`
+    (compress_weights): members of float data are stored byte-grouped (byte_groups) where a sample
+    shows it pays."""
     from .archive_reader import DEFAULT_MAX_DECOMPRESSED  # (it imports this module)
 
     for m in members:
+        if m.compress == "weights":
+            grouped = False
+            if weights:
+                grouped_parts = m.grouped_parts()
+                total = sum(p[1].nbytes for p in grouped_parts)
+                grouped = total <= DEFAULT_MAX_DECOMPRESSED and byte_groups.pays(grouped_parts)
+            m.codec = byte_groups.CODEC if grouped else "none"
+            _name(m, byte_groups.SUFFIX if grouped else "")
+            continue
         use_zstd = False
         if level is not None and m.compress != "never":
             parts = list(m.parts())
@@ -73,10 +95,14 @@ def choose_codecs(members: list[MemberPlan], level: int | None) -> None:
                 sample = codecs.take_sample(buf for label, buf in parts if label != HEADER_LABEL)
                 use_zstd = codecs.worth_compressing(sample, level)
         m.codec = "zstd" if use_zstd else "none"
-        m.name = m.base_name + (codecs.ZSTD_SUFFIX if use_zstd else "")
-        check_name(m.name)
-        for node in m.nodes:
-            node["$ref"] = m.name
+        _name(m, codecs.ZSTD_SUFFIX if use_zstd else "")
+
+
+def _name(m: MemberPlan, suffix: str) -> None:
+    m.name = m.base_name + suffix
+    check_name(m.name)
+    for node in m.nodes:
+        node["$ref"] = m.name
 
 
 class _ChecksumPool:
@@ -152,6 +178,27 @@ def _tallied(parts: Callable[[], Iterable[Part]], tally: list[int]) -> Callable[
     return counted
 
 
+def _write_grouped(zw: ZipWriter, m: MemberPlan) -> dict[str, Any]:
+    sink = zw.open_entry(m.name, align=1)
+    sink.track_crc = False
+    rows: list[list[Any]] = []
+    size = running = 0
+    for row, bufs in byte_groups.encode(byte_groups.pieces(m.grouped_parts())):
+        for b in bufs:
+            sink.write_untracked(memoryview(b))
+        running = crc32_combine(running, int(row[6], 16), sum(row[5]))  # the chunks' CRCs make the member's
+        rows.append(row)
+        size += row[2]
+    entry = sink.close(crc=running)
+    return {
+        "codec": byte_groups.CODEC,
+        "size": size,
+        "stored_size": entry.size,
+        "crc32": crc_hex(entry.crc),
+        "chunks": rows,
+    }
+
+
 def write_archive(
     target: BinaryIO,
     manifest: dict[str, Any] | bytes,
@@ -188,6 +235,8 @@ def write_archive(
             try:
                 if m.codec == "zstd" and level is not None:
                     infos[m.name] = _write_zstd(zw, m, level)
+                elif m.codec == byte_groups.CODEC:
+                    infos[m.name] = _write_grouped(zw, m)
                 else:
                     infos[m.name] = _write_plain(zw, m, pool)
             except (ZArchiveError, OSError):

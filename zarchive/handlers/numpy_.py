@@ -16,6 +16,7 @@ import numpy as np
 
 from ..container import npy
 from ..container.archive_writer import CompressHint
+from ..container.byte_groups import numpy_width
 from ..container.shapes import shape_problem
 from ..context import LoadContext, Node, SaveContext
 from ..errors import FormatError, SaveError
@@ -81,8 +82,10 @@ class NumpyArrayHandler(NumpyArraySchema, Handler):
         if seen is not None and seen[0] is arr:
             plan = seen[1]
         else:
-            hint: CompressHint = "never" if arr.dtype.kind in "fc" else "try"  # float data stays mappable
+            # float data stays mappable, unless compress_weights asks for it byte-grouped
+            hint: CompressHint = "weights" if arr.dtype.kind in "fc" else "try"
             plan = ctx.add_member("npy", lambda: [(None, p) for p in npy.array_parts(arr)], compress=hint)
+            plan.widths = [1, numpy_width(arr.dtype)]
             memo[id(arr)] = (arr, plan)
         return ctx.ref_node(plan, self.name, dtype=arr.dtype.str, shape=list(arr.shape), **order)
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..container.byte_groups import CODEC as BYTE_GROUPS_CODEC
 from ..container.npy import check_shape
 from ..container.safetensors_layout import TensorSlot, header_length, parse_header
 from ..errors import DeviceError, FormatError, UnsupportedDtypeError
@@ -150,10 +151,9 @@ def _parsed(ctx: LoadContext) -> dict[tuple[str, str], Any]:
 def _header_bytes(name: str, size: int, codec: str, ctx: LoadContext) -> memoryview:
     """A safetensors member's header bytes (at least header_length() of them), verified."""
     archive = ctx.archive
-    if codec == "none":
-        info = archive.zip.members[name]  # 8 bytes, not the whole member (a remote file would fetch it all)
-        first8 = archive.source.view(info.data_offset, min(8, size))
-        hlen = header_length(first8, size, member=name)
+    if codec in ("none", BYTE_GROUPS_CODEC):  # the header alone (chunks: the chunks holding it)
+        # 8 bytes, not the whole member (a remote file would fetch it all)
+        hlen = header_length(archive.member_prefix(name, 8, path=ctx.path_str), size, member=name)
         return archive.header_range(name, hlen, path=ctx.path_str)
     # compressed: the header must tile the declared size before the whole member is decompressed
     hlen = header_length(archive.member_prefix(name, 8, path=ctx.path_str), size, member=name)

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from ..container.archive_writer import HEADER_LABEL, CompressHint, Part
+from ..container.byte_groups import CODEC as BYTE_GROUPS_CODEC
 from ..container.npy import check_shape
 from ..container.safetensors_layout import MAX_HEADER_BYTES, TensorSlot, header_length, layout, parse_header
 from ..container.shapes import shape_problem
@@ -54,8 +55,9 @@ class _Entry:
     source: torch.Tensor  # what to write (contiguous at write time)
     st_code: str
     shape: tuple[int, ...]
-    floating: bool = False  # float/complex data: kept uncompressed so it can be mapped
+    floating: bool = False  # float/complex data: kept uncompressed so it can be mapped (or compress_weights)
     nbytes: int = 0
+    width: int = 1  # byte-group width under compress_weights (byte_groups): a float component's size
     nodes: list[dict[str, Any]] = field(default_factory=list)  # the manifest nodes that read it
 
 
@@ -124,6 +126,13 @@ def _is_floating(dtype: torch.dtype) -> bool:
     return dtype.is_floating_point or dtype.is_complex
 
 
+def _group_width(dtype: torch.dtype) -> int:
+    """Bytes of one float component (a complex number has two), or 1: see byte_groups."""
+    if dtype.is_complex:
+        return dtype.itemsize // 2
+    return dtype.itemsize if dtype.is_floating_point else 1
+
+
 def _storage_key(t: torch.Tensor) -> tuple[Any, int] | None:
     """Which storage `t` views: (device, address of the storage's first byte). The address comes from
     the tensor's own (data_ptr less its offset): one storage object fewer per tensor."""
@@ -187,6 +196,7 @@ class _TensorTable:
             st_code, raw = ST_CODE.get(t0.dtype, ("U8", True))
             shape = (t0.numel() * t0.element_size(),) if raw else tuple(t0.shape)
             entry = _Entry(key, t0, st_code, shape, _is_floating(t0.dtype), t0.numel() * t0.element_size())
+            entry.width = _group_width(t0.dtype)
             group.entries.append(entry)
             for s in batch:
                 s.node["key"] = key
@@ -195,6 +205,7 @@ class _TensorTable:
         storage = t0.untyped_storage()
         base = torch.empty(0, dtype=torch.uint8, device=t0.device).set_(storage)
         entry = _Entry(key, base, "U8", (storage.nbytes(),), _is_floating(t0.dtype), storage.nbytes())
+        entry.width = _group_width(t0.dtype)
         group.entries.append(entry)
         for s in batch:
             t = s.tensor
@@ -225,11 +236,13 @@ class _TensorTable:
             out += [(slot.key, _as_bytes(by_key[slot.key].source)) for slot in slots]
             return out
 
-        # Weights (floating data) stay uncompressed: mapping them beats any ratio zstd gets on them.
+        # Weights (floating data) stay uncompressed: mapping them beats any ratio zstd gets on them,
+        # unless compress_weights asks for them byte-grouped (each entry by its float's size).
         floating = sum(e.nbytes for e in entries if e.floating)
         total = sum(e.nbytes for e in entries)
-        hint: CompressHint = "never" if floating * 2 >= total and total else "try"
+        hint: CompressHint = "weights" if floating * 2 >= total and total else "try"
         plan = self.ctx.add_member("safetensors", parts, compress=hint, hint=name_hint)
+        plan.widths = [1] + [by_key[slot.key].width for slot in slots]
         if any(e.source.device.type not in ("cpu", "meta") for e in entries):
 
             def sources() -> list[tuple[str | None, Any]]:
@@ -392,10 +405,9 @@ def _member_slots(name: Any, ctx: LoadContext) -> dict[str, TensorSlot]:
     """The parsed, checked header of a safetensors member; parsed once per opened archive."""
     entry = ctx.member_entry(name)
     size = entry["size"]
-    if entry["codec"] == "none":
-        info = ctx.archive.zip.members[name]  # 8 bytes, not the whole member (a remote file would fetch it all)
-        first8 = ctx.archive.source.view(info.data_offset, min(8, size))
-        hlen = header_length(first8, size, member=name)
+    if entry["codec"] in ("none", BYTE_GROUPS_CODEC):  # the header alone (chunks: the chunks holding it)
+        # 8 bytes, not the whole member (a remote file would fetch it all)
+        hlen = header_length(ctx.archive.member_prefix(name, 8, path=ctx.path_str), size, member=name)
         head = ctx.archive.header_range(name, hlen, path=ctx.path_str)
     else:  # the header must tile the declared size before the whole member is decompressed
         hlen = header_length(ctx.archive.member_prefix(name, 8, path=ctx.path_str), size, member=name)
