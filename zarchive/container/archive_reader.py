@@ -24,7 +24,7 @@ from .source import ByteSource, SourceChangedError
 from .zipreader import DEFAULT_MAX_MEMBERS, ZipReader
 
 MAX_JSON_MEMBER_BYTES = 512 << 20
-DEFAULT_MAX_DECOMPRESSED = 4 << 30
+DEFAULT_MAX_DECOMPRESSED = codecs.DEFAULT_MAX_DECOMPRESSED
 _HEX8 = re.compile(r"^[0-9a-f]{8}$")
 _ABSENT = object()
 _VERSION = re.compile(r"^(\d{1,6})\.(\d{1,6})$")

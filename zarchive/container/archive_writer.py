@@ -68,26 +68,24 @@ def _flat(buf: memoryview) -> memoryview:
 def choose_codecs(members: list[MemberPlan], level: int | None, *, weights: bool = False) -> None:
     """Decide each member's codec and final name, and point the manifest nodes at that name.
 
-    A member bigger than a reader decompresses by default (archive_reader.DEFAULT_MAX_DECOMPRESSED)
+    A member bigger than a reader decompresses by default (codecs.DEFAULT_MAX_DECOMPRESSED)
     is stored uncompressed, so the file stays readable without raising that limit. `weights`
     (compress_weights): members of float data are stored byte-grouped (byte_groups) where a sample
     shows it pays."""
-    from .archive_reader import DEFAULT_MAX_DECOMPRESSED  # (it imports this module)
-
     for m in members:
         if m.compress == "weights":
             grouped = False
             if weights:
                 grouped_parts = m.grouped_parts()
                 total = sum(p[1].nbytes for p in grouped_parts)
-                grouped = total <= DEFAULT_MAX_DECOMPRESSED and byte_groups.pays(grouped_parts)
+                grouped = total <= codecs.DEFAULT_MAX_DECOMPRESSED and byte_groups.pays(grouped_parts)
             m.codec = byte_groups.CODEC if grouped else "none"
             _name(m, byte_groups.SUFFIX if grouped else "")
             continue
         use_zstd = False
         if level is not None and m.compress != "never":
             parts = list(m.parts())
-            if sum(memoryview(buf).nbytes for _, buf in parts) > DEFAULT_MAX_DECOMPRESSED:
+            if sum(memoryview(buf).nbytes for _, buf in parts) > codecs.DEFAULT_MAX_DECOMPRESSED:
                 use_zstd = False
             elif m.compress == "always":
                 use_zstd = True

@@ -17,6 +17,7 @@ import zstandard
 from ..errors import IntegrityError, UnsafeArchiveError
 
 ZSTD_SUFFIX = ".zst"
+DEFAULT_MAX_DECOMPRESSED = 4 << 30  # a reader decodes no bigger member unless asked (max_decompressed)
 MULTITHREAD_MIN_BYTES = 8 << 20  # below this, thread start-up costs more than it saves
 SAMPLE_BYTES = 1 << 20
 WORTH_IT_RATIO = 0.85  # compress only if the sample shrinks to at most this fraction
