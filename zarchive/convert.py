@@ -15,13 +15,12 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
-from .container.budget import default_read_budget
 from .container.safetensors_layout import MAX_HEADER_BYTES
-from .errors import FormatError, MemberNotFoundError, SaveError, UnknownTypeError, UnsafeArchiveError, ZArchiveError
+from .convert_out import check_output_size, write_beside
+from .errors import FormatError, MemberNotFoundError, SaveError, UnknownTypeError, ZArchiveError
 from .objpath import escape
 
 ZARC_EXTS = (".zarc",)
@@ -117,19 +116,6 @@ def convert(
     if kind == "zarc->zarc":
         return zarc_to_zarc(src, dst, compress=compress)
     return zarc_to_safetensors(src, dst, max_bytes=max_bytes)
-
-
-def check_output_size(tensors: dict[str, Any], src: PathLike, max_bytes: int | None) -> None:
-    """Refuse to write tensors whose bytes, laid out whole, exceed `max_bytes` (None: the default read
-    budget of `src`), before any of them is copied."""
-    total = sum(t.numel() * t.element_size() for t in tensors.values())
-    limit = max_bytes if max_bytes is not None else default_read_budget(os.path.getsize(src))
-    if total > limit:
-        default = "" if max_bytes is not None else " (the default: 1 GiB + 16 x the source's size)"
-        raise UnsafeArchiveError(
-            f"the output would hold {total:,} bytes of tensors, over max_bytes={limit:,}{default}: some are "
-            "views that repeat a small storage; pass a bigger max_bytes (--max-bytes) if you trust the file"
-        )
 
 
 def _source_record(fmt: str, src: PathLike, **extra: Any) -> dict[str, Any]:
@@ -311,7 +297,7 @@ def zarc_to_safetensors(src: PathLike, dst: PathLike, *, max_bytes: int | None =
             t = value.detach().to("cpu")
             kept[ident] = name
             tensors[name] = t
-    check_output_size(tensors, src, max_bytes)
+    check_output_size(tensors, os.fspath(src), max_bytes, fmt="safetensors")
     _separate_shared(tensors, report.notes)
     unsupported = [n for n, t in tensors.items() if not _safetensors_dtype(t.dtype)]
     for n in unsupported:
@@ -332,7 +318,7 @@ def zarc_to_safetensors(src: PathLike, dst: PathLike, *, max_bytes: int | None =
         except Exception as e:  # noqa: BLE001  # safetensors' own error type lives in its Rust extension
             raise SaveError(f"safetensors cannot write this file: {type(e).__name__}: {str(e)[:300]}") from None
 
-    _save_beside(os.fspath(dst), write)
+    write_beside(os.fspath(dst), write)()
     report.count = len(tensors)
     return report
 
@@ -388,25 +374,6 @@ def _check_safetensors_names(tensors: dict[str, Any], metadata: dict[str, str]) 
             f"the tensor names make a .safetensors header of about {size:,} bytes, over the {MAX_HEADER_BYTES:,} "
             "safetensors allows: shorten the keys and convert again"
         )
-
-
-def _save_beside(path: str, write: Any) -> None:
-    """Write through a temporary file next to `path`, then move it into place (no half-written file).
-    A target that is not a regular file is refused first, as a save refuses it."""
-    from .container.archive_writer import check_target
-
-    check_target(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _separate_shared(tensors: dict[str, Any], notes: list[str]) -> None:
