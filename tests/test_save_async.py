@@ -253,7 +253,8 @@ EXIT_SCRIPT = """
 import sys, torch, zarchive
 torch.manual_seed(0)
 obj = {"w": torch.randn(4_000_000)}
-zarchive.save_async(obj, sys.argv[1])
+fut = zarchive.save_async(obj, sys.argv[1])
+fut.add_done_callback(lambda f: f.exception() and print("save failed:", repr(f.exception()), file=sys.stderr))
 obj["w"].zero_()
 print("returned", flush=True)
 """
@@ -269,7 +270,7 @@ def test_interpreter_exit_waits_for_pending_saves(tmp_path: Path) -> None:
         timeout=120,
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "returned"
+    assert out.stdout.strip() == "returned" and "save failed" not in out.stderr, out.stderr
     torch.manual_seed(0)
     assert torch.equal(zarchive.read(tmp_path / "exit.zarc")["w"], torch.randn(4_000_000))
 
@@ -328,3 +329,39 @@ def test_import_zarchive_does_not_load_the_staging_buffer() -> None:
         check=True,
     )
     assert out.stdout.strip() == "False"
+
+
+def test_exit_hook_falls_back_to_atexit_when_cpython_has_no_thread_exit_hook() -> None:
+    """Without threading._register_atexit the wait is registered with atexit (later, best effort)."""
+    import atexit
+
+    from zarchive._compat import disable_for_test
+    from zarchive._compat.cpython import call_before_threads_stop
+
+    calls: list[int] = []
+
+    def hook() -> None:
+        calls.append(1)
+
+    with disable_for_test("cpython.register_atexit"):
+        assert call_before_threads_stop(hook) is False
+    atexit.unregister(hook)  # (registered with atexit: taken back, so it does not run at this exit)
+    assert call_before_threads_stop(lambda: None) is True  # this CPython has the hook
+
+
+@pytest.mark.parametrize("run", range(4))
+def test_exit_waits_even_when_the_write_starts_after_the_main_thread_ended(tmp_path: Path, run: int) -> None:
+    """The script ends at once; the write (checksum and compression threads included) happens while
+    the interpreter exits. Before the exit hook, pools refusing new work at exit lost such saves."""
+    script = (
+        "import sys, torch, zarchive\n"
+        "obj = {'w': torch.arange(8_000_000, dtype=torch.int64), 'f': torch.ones(3_000_000)}\n"
+        "zarchive.save_async(obj, sys.argv[1])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "late.zarc")],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert torch.equal(zarchive.read(tmp_path / "late.zarc")["w"], torch.arange(8_000_000, dtype=torch.int64))

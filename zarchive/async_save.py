@@ -23,6 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ._compat.cpython import call_before_threads_stop
 from .container.archive_writer import MemberPlan
 from .remote import is_file_object, is_url
 
@@ -69,7 +70,16 @@ def _writer() -> ThreadPoolExecutor:
     with _lock:
         if _executor is None:
             _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zarchive-save")
+            call_before_threads_stop(_finish_all)
         return _executor
+
+
+def _finish_all() -> None:
+    """At interpreter exit: wait for every save still being written, while the thread pools its
+    writing uses (checksums, compression) still take work."""
+    with _lock:
+        pending = list(_in_flight.values())
+    wait(pending)
 
 
 def submit(key: str, plan: Callable[[Stage], T], write: Callable[[T], str]) -> Future[str]:

@@ -1,4 +1,5 @@
-"""CPython internals: json's C encoder factory, `json.encoder.c_make_encoder`.
+"""CPython internals: json's C encoder factory, `json.encoder.c_make_encoder`, and
+`threading._register_atexit`.
 
 That name is CPython's private `_json.make_encoder` as the json package imports it: None on builds
 without the accelerator, and called with nine positional arguments whose order is json's own
@@ -9,6 +10,13 @@ Probe (see the package docstring for the rule), "cpython.json_c_encoder": the fa
 the encoder it makes writes what `json.dumps(ensure_ascii=False, allow_nan=False,
 separators=(", ", ": "))` writes, refuses NaN, hands unknown objects to its `default` and catches
 cycles. Fallback: None, and the caller uses a public `json.JSONEncoder` with those settings.
+
+`threading._register_atexit(fn)` runs `fn` when the main thread ends, before thread pools stop
+taking work (concurrent.futures registers its own shutdown the same way, earlier, and these run in
+reverse order). `atexit` callbacks run only after the pools have shut down, too late for a
+background save that still has to start its checksum and compression threads. Probe,
+"cpython.register_atexit": the name is callable. Fallback: `atexit.register`, and the caller says
+that an exit may then cut a background save short.
 """
 
 from __future__ import annotations
@@ -95,4 +103,30 @@ def json_c_encoder() -> CJsonEncoder | None:
     return _C_ENCODER.get()
 
 
-__all__ = ["CJsonEncoder", "json_c_encoder"]
+def _check_register_atexit() -> Callable[[Callable[[], None]], None] | None:
+    import threading
+
+    fn = getattr(threading, "_register_atexit", None)
+    return fn if callable(fn) else None
+
+
+_REGISTER_ATEXIT = Probe("cpython.register_atexit", _check_register_atexit)
+
+
+def call_before_threads_stop(fn: Callable[[], None]) -> bool:
+    """Run `fn` at interpreter exit while thread pools still take work; False when this Python offers
+    no such hook and `fn` was registered with `atexit` instead (it then runs after they stopped)."""
+    register = _REGISTER_ATEXIT.get()
+    if register is not None:
+        try:
+            register(fn)
+            return True
+        except RuntimeError:  # the interpreter is already shutting down
+            return False
+    import atexit
+
+    atexit.register(fn)
+    return False
+
+
+__all__ = ["CJsonEncoder", "call_before_threads_stop", "json_c_encoder"]
