@@ -207,3 +207,19 @@ def test_convert_keeps_records(zanj_model_file: tuple[Path, Any], tmp_path: Path
     report = convert(out, tmp_path / "again.zarc")  # .zarc -> .zarc
     assert report.kind == "zarc->zarc"
     assert RecNet.read(tmp_path / "again.zarc").training_records == {"loss": [0.75, 0.5], "best": 1}
+
+
+def test_convert_of_a_zanj_named_file_that_zarchive_compat_wrote(tmp_path: Path) -> None:
+    """zarchive.compat.zanj.ZANJ writes `.zanj` names holding zarchives: convert reads them as such."""
+    from zarchive.compat.zanj import ZANJ
+    from zarchive.convert import convert
+
+    model = RecNet(RecCfg(d_in=4))
+    model.training_records = {"loss": [0.5]}
+    path = ZANJ().save(model, tmp_path / "m")  # ZANJ's idiom: the suffix is appended
+    assert str(path).endswith(".zanj")
+    report = convert(path, tmp_path / "m.zarc")
+    assert report.kind == "zarc->zarc" and "zarchive.compat.zanj" in report.notes[-1]
+    back = RecNet.read(tmp_path / "m.zarc")
+    assert back.training_records == {"loss": [0.5]}
+    assert all(torch.equal(a, b) for a, b in zip(back.state_dict().values(), model.state_dict().values()))

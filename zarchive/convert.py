@@ -108,6 +108,10 @@ def convert(
     if exporting:
         raise ValueError("select, arrays and max_shard_size apply to conversions out of a .zarc")
     if kind == "zanj->zarc":
+        if not _written_by_zanj(src):  # a .zanj that zarchive.compat.zanj wrote is a zarchive inside
+            report = zarc_to_zarc(src, dst, compress=compress)
+            report.notes.append(f"{os.fspath(src)} is a zarchive (written by zarchive.compat.zanj), not a ZANJ file")
+            return report
         return zanj_to_zarc(src, dst, compress=compress, unknown=unknown)
     if kind == "safetensors->zarc":
         return safetensors_to_zarc(src, dst, compress=compress)
@@ -123,6 +127,18 @@ def _source_record(fmt: str, src: PathLike, **extra: Any) -> dict[str, Any]:
 
 
 # --- into .zarc ---
+def _written_by_zanj(src: PathLike) -> bool:
+    """Whether a file holds ZANJ's own layout (its main JSON member), by its content."""
+    from .container.source import open_local
+    from .zanj.container import looks_like_zanj
+
+    source = open_local(src)
+    try:
+        return looks_like_zanj(source)
+    finally:
+        source.close()
+
+
 def zanj_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True, unknown: str = "error") -> ConvertReport:
     """A ZANJ file's contents as a zarchive. unknown="dict" keeps dataclasses and models whose class is
     not imported here as plain dicts (otherwise that is an UnknownTypeError)."""
