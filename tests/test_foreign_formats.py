@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from safetensors.torch import save, save_file
 
@@ -191,10 +191,22 @@ def test_numpy_mode_never_imports_torch(tmp_path: Path) -> None:
         assert np.array_equal(np.array(got[k]), v.numpy())
 
 
+def _st_writes(dtype: torch.dtype) -> bool:
+    """Whether the installed safetensors writes this dtype (the floors' 0.4 lacks some)."""
+    from safetensors.torch import save
+
+    try:
+        save({"x": torch.zeros(1, dtype=dtype)})
+    except Exception:  # noqa: BLE001 - KeyError and others: "not this dtype"
+        return False
+    return True
+
+
 def test_safetensors_files(tmp_path: Path) -> None:
     torch.manual_seed(2)
     tensors = {"embed.weight": torch.randn(10, 4), "bf": torch.randn(3).bfloat16(), "i": torch.arange(6).view(2, 3),
                "b": torch.tensor([True, False]), "f8": torch.randn(4).to(torch.float8_e4m3fn)}  # fmt: skip
+    tensors = {k: t for k, t in tensors.items() if _st_writes(t.dtype)}  # safetensors 0.4 has no float8
     path = tmp_path / "model.safetensors"
     save_file(tensors, path, metadata={"format": "pt", "note": "hi"})
     got = zarchive.read(path)
@@ -446,8 +458,12 @@ def test_generated_torch_save_files_read_as_torch_load(items: dict[str, torch.Te
 def test_generated_safetensors_files_read_as_safetensors(items: dict[str, torch.Tensor]) -> None:
     from safetensors.torch import load
 
+    assume(all(_st_writes(v.dtype) for v in items.values()))  # (safetensors 0.4 has no uint16, float8)
     data = save({k: v.contiguous() for k, v in items.items()})
-    want = load(data)
+    try:
+        want = load(data)
+    except ValueError:  # safetensors 0.4 with numpy 1.x cannot load an empty tensor itself: no reference
+        assume(False)
     got = zarchive.read(data)
     assert sorted(got) == sorted(want)
     for k in want:

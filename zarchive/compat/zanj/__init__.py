@@ -51,7 +51,8 @@ ZIP_METHODS = {
     zipfile.ZIP_BZIP2: True,
     zipfile.ZIP_LZMA: True,
 }
-# uids of the serializer handlers ZANJ and muutils have by default: zarchive's built-ins do their work
+# uids of the serializer handlers ZANJ and muutils have by default (muutils 0.8 to 0.9): zarchive's
+# built-ins do their work
 DEFAULT_HANDLER_UIDS = frozenset(
     {
         "numpy.ndarray:external",
@@ -73,6 +74,7 @@ DEFAULT_HANDLER_UIDS = frozenset(
         "pandas.DataFrame",
         "set -> dict[_FORMAT_KEY: 'set', data: list(...)]",
         "Iterable -> list",
+        "(set, list, tuple, Iterable) -> list",  # (muutils 0.8's one handler for the two above)
         "fallback",
     }
 )
