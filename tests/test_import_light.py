@@ -36,7 +36,7 @@ def _report(names):
 
 
 def test_import_zarchive_imports_no_torch_pandas_or_muutils() -> None:
-    code = REPORT_AT_EXIT + "import zarchive\n_report(['torch', 'pandas', 'muutils'])\n"
+    code = REPORT_AT_EXIT + "import zarchive\n_report(['torch', 'pandas', 'muutils', 'numpy', 'polars'])\n"
     p = run_child(code)
     assert p.returncode == 0, p.stderr
     assert heavy_modules_reported(p.stderr) == []

@@ -22,13 +22,15 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import zstandard
 
 from ..errors import FormatError, UnsafeArchiveError
 from .crc import crc32, crc_hex
+
+if TYPE_CHECKING:
+    import numpy as np
 
 CODEC = "bgzstd"
 SUFFIX = ".bgz"
@@ -177,6 +179,8 @@ def parse_index(entry: dict[str, Any], *, member: str) -> list[Chunk]:
 
 
 def _planes_of(data: memoryview, width: int) -> list[np.ndarray[Any, Any]]:
+    import numpy as np  # (here, not at import: `import zarchive` stays free of numpy)
+
     arr = np.frombuffer(data, dtype=np.uint8)
     if width == 1:
         return [arr]

@@ -10,7 +10,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import zstandard
 
 from ..errors import FormatError, IntegrityError, UnsafeArchiveError
@@ -64,6 +63,8 @@ def decode_chunk(
             member=member,
             path=path,
         )
+    import numpy as np  # (here, not at import: `import zarchive` stays free of numpy)
+
     width, plane_size = chunk.width, chunk.size // chunk.width
     planes: list[Any] = []
     pos = 0
@@ -151,6 +152,8 @@ class ChunkedMember:
         """Decoded bytes [begin, end) as a new, writable buffer of the caller's own."""
         if not 0 <= begin <= end <= self.size:
             raise FormatError("range outside the member", member=self.name, path=path)
+        import numpy as np
+
         view = np.empty(end - begin, dtype=np.uint8).data  # (not zeroed: every byte is written below)
         if begin == end:
             return view
