@@ -238,6 +238,7 @@ class ArchiveReader:
                 lambda at, n: self.source.view(offset + at, n),
                 verify=self.verify,
                 cache=self._chunk_cache,
+                stored_into=_reader_into(self.source, offset),
             )
             self._chunked[name] = member
         return member
@@ -318,10 +319,18 @@ class ArchiveReader:
     def is_decoded(self, name: str) -> bool:
         return name in self._decoded
 
+    def decodes_whole(self, name: str) -> bool:
+        """Whether member `name` is decompressed whole (by `decode`) before any of it is read: zstd
+        members are; uncompressed ones are read in ranges, and `bgzstd` ones chunk by chunk."""
+        entry = self.metadata["members"].get(name)
+        return isinstance(entry, dict) and entry.get("codec") not in (None, "none", byte_groups.CODEC)
+
     def decode(self, name: str, *, path: str | None = None) -> memoryview:
         """A compressed member's bytes, decompressed (bounded by its declared size) and verified, kept
         for later loads. Thread-safe (decode_ahead.DecodeAhead calls it on worker threads)."""
         entry = self.metadata["members"][name]
+        if not self.decodes_whole(name):
+            raise FormatError(f"a {entry.get('codec')!r} member is not decoded whole", member=name, path=path)
         raw = self.zip.view(name)
         if self.verify and crc32(raw) != self.zip.members[name].crc:
             raise IntegrityError("compressed bytes do not match their checksum (damaged file)", member=name, path=path)
@@ -457,3 +466,12 @@ class ArchiveReader:
         self._chunk_cache.clear()
         self.parsed.clear()
         self.source.close()
+
+
+def _reader_into(source: ByteSource, base: int) -> Callable[[memoryview, int], None] | None:
+    """`fill(buf, at)`: read bytes from `base + at` into `buf`, where the source copies (reads) its
+    bytes rather than mapping them; None where views are free (a mapping)."""
+    read_into = getattr(source, "read_into", None)
+    if read_into is None or source.mapped:
+        return None
+    return lambda buf, at: read_into(buf, base + at)

@@ -15,6 +15,7 @@ import zstandard
 from ..errors import FormatError, IntegrityError, UnsafeArchiveError
 from .byte_groups import Chunk, executor
 from .crc import crc32
+from .source import new_buffer
 
 _LITTLE = sys.byteorder == "little"
 _local = threading.local()
@@ -113,10 +114,22 @@ class ChunkCache:
             self._chunks.clear()
 
 
+def _scratch(n: int) -> memoryview:
+    """This thread's reusable buffer for one chunk's stored bytes (at least `n` of them): a chunk's
+    stored bytes live only until it is decoded, and fresh memory for each would cost a page fault
+    per 4 KiB, more than the read itself."""
+    buf: bytearray | None = getattr(_local, "scratch", None)
+    if buf is None or len(buf) < n:
+        buf = _local.scratch = bytearray(max(n, 1 << 20))
+    return memoryview(buf)[:n]
+
+
 class ChunkedMember:
     """Decoded access to one `bgzstd` member: whole, or a range from the chunks that hold it.
 
-    stored(offset, length): the member's stored bytes; cache: where chunks read in part are kept."""
+    stored(offset, length): the member's stored bytes; stored_into(buf, offset), where the source
+    copies (not maps) its bytes: fill `buf` with stored bytes from `offset`, so that each decoding
+    thread reads a chunk into memory it reuses; cache: where chunks read in part are kept."""
 
     def __init__(
         self,
@@ -126,17 +139,27 @@ class ChunkedMember:
         *,
         verify: bool,
         cache: ChunkCache | None = None,
+        stored_into: Callable[[memoryview, int], None] | None = None,
     ) -> None:
         self.name = name
         self.chunks = chunks
         self.starts = [c.offset for c in chunks]
         self.size = chunks[-1].end if chunks else 0
         self._stored = stored
+        self._stored_into = stored_into
         self.verify = verify
         self._cache = cache if cache is not None else ChunkCache()
 
     def _stored_of(self, c: Chunk) -> memoryview:
-        return self._stored(c.stored_offset, c.stored_size)
+        if self._stored_into is None:
+            return self._stored(c.stored_offset, c.stored_size)
+        buf = _scratch(c.stored_size)
+        self._stored_into(buf, c.stored_offset)
+        return buf
+
+    def _decode(self, c: Chunk, out: memoryview, path: str | None) -> None:
+        """Read chunk `c`'s stored bytes (on this thread) and decode them into `out`."""
+        decode_chunk(c, self._stored_of(c), out, verify=self.verify, member=self.name, path=path)
 
     def _decoded(self, i: int, path: str | None) -> bytearray:
         hit = self._cache.get((self.name, i))
@@ -144,7 +167,7 @@ class ChunkedMember:
             return hit
         c = self.chunks[i]
         buf = bytearray(c.size)
-        decode_chunk(c, self._stored_of(c), memoryview(buf), verify=self.verify, member=self.name, path=path)
+        self._decode(c, memoryview(buf), path)
         self._cache.put((self.name, i), buf)
         return buf
 
@@ -152,27 +175,28 @@ class ChunkedMember:
         """Decoded bytes [begin, end) as a new, writable buffer of the caller's own."""
         if not 0 <= begin <= end <= self.size:
             raise FormatError("range outside the member", member=self.name, path=path)
-        import numpy as np
-
-        view = np.empty(end - begin, dtype=np.uint8).data  # (not zeroed: every byte is written below)
+        view = new_buffer(end - begin)  # (big ones: huge pages, not zeroed first: every byte is written below)
         if begin == end:
             return view
         first = bisect.bisect_right(self.starts, begin) - 1
         last = bisect.bisect_left(self.starts, end) - 1
-        whole: list[tuple[Chunk, memoryview, memoryview]] = []
+        whole: list[tuple[Chunk, memoryview]] = []
         for i in range(first, last + 1):
             c = self.chunks[i]
             lo, hi = max(begin, c.offset), min(end, c.end)
-            if lo == c.offset and hi == c.end:
-                whole.append((c, self._stored_of(c), view[lo - begin : hi - begin]))
+            cached = self._cache.get((self.name, i))
+            if cached is not None:  # (decoded for a neighbour a moment ago: the header chunk, say)
+                view[lo - begin : hi - begin] = cached[lo - c.offset : hi - c.offset]
+            elif lo == c.offset and hi == c.end:
+                whole.append((c, view[lo - begin : hi - begin]))
             else:  # part of a chunk (a small tensor beside others): decode the chunk once, keep it a while
                 view[lo - begin : hi - begin] = self._decoded(i, path)[lo - c.offset : hi - c.offset]
         self._decode_all(whole, path)
         return view
 
-    def _decode_all(self, jobs: list[tuple[Chunk, memoryview, memoryview]], path: str | None) -> None:
-        def run(job: tuple[Chunk, memoryview, memoryview]) -> None:
-            decode_chunk(job[0], job[1], job[2], verify=self.verify, member=self.name, path=path)
+    def _decode_all(self, jobs: list[tuple[Chunk, memoryview]], path: str | None) -> None:
+        def run(job: tuple[Chunk, memoryview]) -> None:
+            self._decode(job[0], job[1], path)  # (the read too: reads and decoding overlap on every core)
 
         if not jobs:
             return

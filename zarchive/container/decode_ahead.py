@@ -30,8 +30,7 @@ class DecodeAhead:
         todo = [
             name
             for name in planned
-            if isinstance(members.get(name), dict)
-            and members[name].get("codec") not in (None, "none")
+            if reader.decodes_whole(name)  # (bgzstd members are decoded chunk by chunk, as they are read)
             and name in reader.zip.members
             and members[name].get("size", 0) <= reader.max_decompressed
             and name not in reader.decoding
