@@ -34,6 +34,7 @@ import numpy as np
 import pytest
 import torch
 from hostile.craft import dumps, pack, unpack, zip_fields
+from hostile.filling import fill_declared
 from hostile.make_corpus import base as corpus_base
 from hostile.strategies import KEYS, byte_ops, field_values, fit_sizes, json_values, npy_descrs, slots
 from hypothesis import HealthCheck, given, settings
@@ -110,7 +111,7 @@ def _cli(*argv: str) -> int:
 
 def attempt(data: bytes) -> str:
     """Everything a reader may do with a file: read (mapped, in memory, with trusted=(), generically,
-    tensors as numpy), open and browse and fetch, audit, verify, and every CLI command (ls, show, meta,
+    tensors as numpy), open and browse and fetch (and read tensors into memory of the caller's), audit, verify, and every CLI command (ls, show, meta,
     cat, verify, audit, extract, convert: on one case in ten, chosen by the bytes' CRC). Only
     ZArchiveErrors may come out of the library, and the CLI exits 0, 1 or 2, never 3. Returns the
     outcome of the plain read."""
@@ -139,6 +140,7 @@ def attempt(data: bytes) -> str:
                     arc.get(path)
                 except zarchive.ZArchiveError:
                     pass
+                fill_declared(arc, path)
                 todo += [f"{path}/{k}".strip("/") for k in arc.keys(path)[:10]]
     except zarchive.ZArchiveError:
         pass

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 import torch
 from hostile.craft import many_members
+from hostile.filling import fill_declared
 from hostile.make_corpus import CASES, CORPUS_DIR, Case, expected_valid, write_corpus
 from hostile.worker import Worker
 
@@ -55,6 +56,7 @@ def browse(path: str) -> None:
                     break
                 p = todo.pop()
                 arc.summary(p)
+                fill_declared(arc, p)
                 todo += [f"{p}/{k}".strip("/") for k in arc.keys(p)[:20]]
     except zarchive.ZArchiveError:
         pass
@@ -113,6 +115,10 @@ def test_damaged_checksum_entry_fails_partial_reads_and_verify(case: Case) -> No
         with zarchive.open(path, lazy=lazy) as arc, pytest.raises(Exception) as info:
             arc["t"]
         check_error(case, info.value)
+    t = torch.from_numpy(expected_valid()["t"])
+    with zarchive.open(path) as arc, pytest.raises(Exception) as info:  # read straight into memory of ours
+        arc.load_into("t", torch.empty_like(t))
+    check_error(case, info.value)
     problems = zarchive.verify(path)
     assert any(member == "tensors.safetensors" for member, _ in problems), problems
     got = zarchive.read(path)

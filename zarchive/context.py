@@ -261,6 +261,25 @@ class LoadContext:
             if key is not None:
                 self.path.pop()
 
+    def load_into(self, node: Node, out: Any) -> bool:
+        """Fill `out` with the value of `node` (a tagged node) in place, where its handler can
+        (Handler.load_into); False where it cannot."""
+        if not isinstance(node, dict):
+            return False
+        try:
+            tag = self.registry.tag_of(node)
+        except ValueError as e:
+            raise self.error(str(e)) from None
+        if tag is None:
+            return False
+        try:
+            fill = getattr(self.registry.for_tag(tag, tensors=self.policy.tensors), "load_into", None)
+            return bool(fill(node, self, out)) if fill is not None else False  # (ZANJ's loaders have none)
+        except ZArchiveError as e:
+            if e.path is None:
+                raise type(e)(e.message, path=self.path_str, member=e.member) from e
+            raise
+
     def mismatch(self, message: str) -> None:
         """A recoverable problem: raise, warn, log (logger "zarchive") or ignore it per error_mode."""
         mode = self.settings.error_mode
@@ -284,6 +303,10 @@ class LoadContext:
         """Bytes [begin, end) of a member, verified by entry `label`; writable and this load's own."""
         name = self._member(name)
         return self.archive.member_range(name, begin, end, label, own=lambda data: self._own(name, begin, data))
+
+    def member_range_into(self, name: Any, begin: int, label: str, out: memoryview) -> None:
+        """Fill `out` with bytes [begin, begin + len(out)) of a member, verified by entry `label`."""
+        self.archive.member_range_into(self._member(name), begin, label, out, path=self.path_str)
 
     def _own(self, name: str, begin: int, data: memoryview) -> memoryview:
         """`data` as bytes that belong to this load: values built on them may be written to without

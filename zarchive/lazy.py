@@ -206,6 +206,32 @@ class PlannedArchive(TreeBrowser):
         with gc_paused():
             return ctx.load(self.node(path))
 
+    def load_into(self, path: str, out: Any) -> Any:
+        """Load the tensor at `path` into `out` (a tensor of its dtype and shape) and return `out`.
+        Where `out` is a contiguous CPU tensor, the stored bytes are read and checked straight into
+        its memory: no second copy, no memory beside it (loading weights into a model's parameters,
+        or a sharded checkpoint into the tensors DCP gives). Otherwise the tensor is loaded, then
+        copied in. A FormatError when the archive holds something else at `path`."""
+        plan = self.plan(path)
+        ctx = LoadContext(self._registry, self._reader, self._settings, plan=plan, policy=self._policy)
+        ctx.path = split_path(path)
+        node = self.node(path)
+        with gc_paused():
+            if ctx.load_into(node, out):
+                return out
+            value = ctx.load(node)
+        same = getattr(value, "shape", None) == getattr(out, "shape", ()) and getattr(value, "dtype", 0) == getattr(
+            out, "dtype", None
+        )
+        if not same or not hasattr(out, "copy_"):
+            raise FormatError(
+                f"the archive holds {self.describe(node)} at this path, not a tensor like `out` "
+                f"({getattr(out, 'dtype', type(out).__name__)}{list(getattr(out, 'shape', []))})",
+                path=path,
+            )
+        out.copy_(value)
+        return out
+
     def __getitem__(self, path: str) -> Any:
         return self.get(path)
 

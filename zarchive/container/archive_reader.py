@@ -394,18 +394,49 @@ class ArchiveReader:
         data = whole[begin:end] if whole is not None else self.source.view(info.data_offset + begin, end - begin)
         if own is not None:
             data = own(data)
-        if self.verify and (name, label) not in self._checked and (name, "") not in self._checked:
-            e = self.checked_entry(name, label)
-            if e is None or e["offset"] != begin or e["size"] != end - begin:
-                raise IntegrityError(f"no checksum recorded for entry {label!r}", member=name, path=path)
-            if crc_hex(crc32(data)) != e["crc32"]:
-                raise IntegrityError(
-                    f"entry {label!r} does not match its checksum (damaged file)", member=name, path=path
-                )
-            self._checked.add((name, label))
+        self._check_entry(name, label, begin, data, path)
         if self.on_read is not None:
             self.on_read(name, data.nbytes)
         return data
+
+    def member_range_into(self, name: str, begin: int, label: str, out: memoryview, *, path: str | None = None) -> None:
+        """Fill `out` (writable bytes of the caller's) with bytes [begin, begin + len(out)) of a member,
+        checked as member_range checks them: read from the file straight into `out` where the source
+        copies, decoded into it from their chunks where the member is `bgzstd`. On an error, what
+        `out` holds is undefined."""
+        end = begin + out.nbytes
+        entry = self.member_entry(name, path=path)
+        if not (0 <= begin <= end <= entry["size"]):
+            raise FormatError("range outside the member", member=name, path=path)
+        if entry["codec"] == byte_groups.CODEC:
+            self.chunked(name).read_into(begin, out, path=path)
+        elif entry["codec"] != "none":
+            out[:] = self.member_bytes(name, path=path)[begin:end]
+        else:
+            whole = self.whole_member(name) if self.whole_member is not None else None
+            at = self.zip.members[name].data_offset + begin
+            fill = _reader_into(self.source, 0)
+            if whole is not None:
+                out[:] = whole[begin:end]
+            elif fill is not None:
+                fill(out, at)
+            else:
+                out[:] = self.source.view(at, out.nbytes)
+            self._check_entry(name, label, begin, out, path)
+        if self.on_read is not None:
+            self.on_read(name, out.nbytes)
+
+    def _check_entry(self, name: str, label: str, begin: int, data: memoryview, path: str | None) -> None:
+        """Check `data`, the bytes of entry `label` of an uncompressed member, against its CRC (once
+        per entry, and not at all once the whole member was checked)."""
+        if not self.verify or (name, label) in self._checked or (name, "") in self._checked:
+            return
+        e = self.checked_entry(name, label)
+        if e is None or e["offset"] != begin or e["size"] != data.nbytes:
+            raise IntegrityError(f"no checksum recorded for entry {label!r}", member=name, path=path)
+        if crc_hex(crc32(data)) != e["crc32"]:
+            raise IntegrityError(f"entry {label!r} does not match its checksum (damaged file)", member=name, path=path)
+        self._checked.add((name, label))
 
     def header_range(self, name: str, end: int, *, path: str | None = None) -> memoryview:
         """The first `end` bytes of a member (its format header), verified like an entry."""

@@ -176,8 +176,16 @@ class ChunkedMember:
         if not 0 <= begin <= end <= self.size:
             raise FormatError("range outside the member", member=self.name, path=path)
         view = new_buffer(end - begin)  # (big ones: huge pages, not zeroed first: every byte is written below)
+        self.read_into(begin, view, path=path)
+        return view
+
+    def read_into(self, begin: int, view: memoryview, *, path: str | None = None) -> None:
+        """Decode bytes [begin, begin + len(view)) into `view`."""
+        end = begin + view.nbytes
+        if not 0 <= begin <= end <= self.size:
+            raise FormatError("range outside the member", member=self.name, path=path)
         if begin == end:
-            return view
+            return
         first = bisect.bisect_right(self.starts, begin) - 1
         last = bisect.bisect_left(self.starts, end) - 1
         whole: list[tuple[Chunk, memoryview]] = []
@@ -192,7 +200,6 @@ class ChunkedMember:
             else:  # part of a chunk (a small tensor beside others): decode the chunk once, keep it a while
                 view[lo - begin : hi - begin] = self._decoded(i, path)[lo - c.offset : hi - c.offset]
         self._decode_all(whole, path)
-        return view
 
     def _decode_all(self, jobs: list[tuple[Chunk, memoryview]], path: str | None) -> None:
         def run(job: tuple[Chunk, memoryview]) -> None:

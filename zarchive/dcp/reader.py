@@ -125,7 +125,13 @@ class ZArchiveReader(StorageReader):
                 value = view.shard(where.shard).get(join_path(["objects", where.key]))
                 deliver_object(planner, item, value)
             else:
-                tensors.append((item, *where))
+                entry, chunk = where
+                target = planner.resolve_tensor(item).detach()
+                if _whole_chunk(item, chunk, target):  # read and checked straight into the target's memory
+                    view.load_chunk_into(entry, chunk, target)
+                    planner.commit_tensor(item, target)
+                else:
+                    tensors.append((item, entry, chunk))
         chunks = view.read_chunks([(entry, chunk) for _, entry, chunk in tensors])  # each read and checked once
         for item, entry, chunk in tensors:
             src = checked(entry, chunk, chunks[chunk.shard, chunk.key])
@@ -143,6 +149,17 @@ class ZArchiveReader(StorageReader):
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
         return isinstance(checkpoint_id, (str, os.PathLike)) and os.path.isdir(os.fspath(checkpoint_id))
+
+
+def _whole_chunk(item: ReadItem, chunk: Chunk, target: torch.Tensor) -> bool:
+    """Whether the item is a whole stored chunk and its target contiguous CPU memory to read it into."""
+    return (
+        all(o == 0 for o in item.storage_offsets)
+        and tuple(item.lengths) == chunk.sizes
+        and tuple(target.shape) == chunk.sizes
+        and target.device.type == "cpu"
+        and target.is_contiguous()
+    )
 
 
 def deliver_object(planner: LoadPlanner, item: ReadItem, value: Any) -> None:

@@ -322,6 +322,19 @@ class ShardedCheckpoint(TreeBrowser):
                 out.update(((shard, k), arc.get(join_path(["tensors", k]))) for k in keys)
         return out
 
+    def load_chunk_into(self, entry: TensorEntry, chunk: Chunk, out: Any) -> None:
+        """Read one stored chunk into `out` (a tensor of its dtype and size: straight into its memory
+        where it is contiguous CPU memory), after checking it is what the index says."""
+        from .assemble import dtype_name  # (torch is imported: `out` is a tensor)
+
+        if dtype_name(out.dtype) != entry.dtype or tuple(out.shape) != chunk.sizes:
+            raise FormatError(
+                f"the chunk of {entry.fqn!r} at {list(chunk.offsets)} is a {entry.dtype} tensor of shape "
+                f"{list(chunk.sizes)}, not {dtype_name(out.dtype)}{list(out.shape)}",
+                member=chunk.shard,
+            )
+        self.shard(chunk.shard).load_into(self._check_chunk(entry, chunk), out)
+
     def _check_chunk(self, entry: TensorEntry, chunk: Chunk) -> str:
         """The chunk's object path in its shard, where a tensor of the dtype and size the index says is."""
         arc = self.shard(chunk.shard)

@@ -4,7 +4,9 @@ A handler is a node schema (see nodes/base.py: checking, planning and browsing i
 - says which classes it saves (`accepts(cls)`: decided by the class alone, so dispatch can be cached),
 - turns an object into a manifest node (`save`): plain JSON, or a dict whose "$type" is `name`,
   possibly pointing at members it planned through the context,
-- turns a node carrying its `name` back into an equal object (`load`), trusting nothing in the node.
+- turns a node carrying its `name` back into an equal object (`load`), trusting nothing in the node,
+- optionally, fills memory the caller already has (`load_into`: a tensor read straight into the
+  destination's memory); handlers that cannot say False, and the caller loads and copies.
 
 `version` is the handler's own version of its node shape (for handlers outside zarchive): nodes of
 a handler whose version is above 1 record it as "$version", and a reader whose handler is older
@@ -36,6 +38,11 @@ class Handler(NodeSchema, ABC):
     @abstractmethod
     def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
         """The object for a node whose "$type" is this handler's name."""
+
+    def load_into(self, node: dict[str, Any], ctx: LoadContext, out: Any) -> bool:
+        """Fill `out` with the value of `node` without building it first; False where this handler
+        cannot (the default), and the caller loads the value and copies it into `out`."""
+        return False
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"

@@ -331,6 +331,34 @@ class TensorHandler(TensorSchema, Handler):
         memo[memo_key] = t
         return t
 
+    def load_into(self, node: dict[str, Any], ctx: LoadContext, out: Any) -> bool:
+        """Read the stored bytes straight into `out` where it is a contiguous CPU tensor of the
+        node's dtype and shape, and the node is a whole stored tensor (not a view of a shared storage)
+        read without map_location or dtype."""
+        if (
+            not isinstance(out, torch.Tensor)
+            or out.device.type != "cpu"
+            or not out.is_contiguous()
+            or "view" in node
+            or ctx.map_location is not None
+            or ctx.dtype is not None
+        ):
+            return False
+        dtype = dtype_from_name(node.get("dtype"), ctx)
+        shape = check_shape(node.get("shape"))
+        if out.dtype != dtype or tuple(out.shape) != shape:
+            return False
+        name, key = node.get("$ref"), node.get("key")
+        if not isinstance(key, str) or not isinstance(name, str):
+            return False  # (load() names what is wrong)
+        slot = _find_slot(name, key, ctx)
+        _check_slot(slot, dtype, shape, name, key, ctx)
+        if slot.end - slot.begin != out.numel() * out.element_size():
+            raise FormatError(f"the member's slot of {key!r} has the wrong size", member=name, path=ctx.path_str)
+        if out.numel():
+            ctx.member_range_into(name, slot.begin, slot.key, out.detach().view(-1).view(torch.uint8).numpy().data)
+        return True
+
     def _read(
         self,
         node: dict[str, Any],
@@ -355,15 +383,7 @@ class TensorHandler(TensorSchema, Handler):
                 moved[where] = _to_device(base, device, node, ctx)
             base = moved[where]
         if view is None:
-            st_code, raw = ST_CODE.get(dtype, ("U8", True))
-            nbytes = math.prod(shape) * dtype.itemsize
-            if slot.dtype != st_code or (not raw and slot.shape != shape) or (raw and slot.shape != (nbytes,)):
-                raise FormatError(
-                    f"the member stores {key!r} as {slot.dtype}{list(slot.shape)}, the manifest says "
-                    f"{dtype_name(dtype)}{list(shape)}",
-                    member=name,
-                    path=ctx.path_str,
-                )
+            raw = _check_slot(slot, dtype, shape, name, key, ctx)
             return base.view(dtype).view(shape) if raw else base  # (base already has the slot's shape)
         if not isinstance(view, dict) or slot.dtype != "U8":
             raise ctx.error("bad tensor view")
@@ -376,6 +396,23 @@ class TensorHandler(TensorSchema, Handler):
             return base.view(dtype).as_strided(shape, stride, offset)
         except RuntimeError as e:
             raise ctx.error(f"tensor view outside its storage: {e}") from None
+
+
+def _check_slot(
+    slot: TensorSlot, dtype: torch.dtype, shape: tuple[int, ...], name: str, key: str, ctx: LoadContext
+) -> bool:
+    """Check that the member's slot holds the manifest's whole tensor; whether it is stored as raw
+    bytes (U8: dtypes safetensors has no code for) rather than in its own dtype."""
+    st_code, raw = ST_CODE.get(dtype, ("U8", True))
+    nbytes = math.prod(shape) * dtype.itemsize
+    if slot.dtype != st_code or (not raw and slot.shape != shape) or (raw and slot.shape != (nbytes,)):
+        raise FormatError(
+            f"the member stores {key!r} as {slot.dtype}{list(slot.shape)}, the manifest says "
+            f"{dtype_name(dtype)}{list(shape)}",
+            member=name,
+            path=ctx.path_str,
+        )
+    return raw
 
 
 def _to_device(t: torch.Tensor, device: torch.device, node: dict[str, Any], ctx: LoadContext) -> torch.Tensor:
