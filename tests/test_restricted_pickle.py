@@ -229,3 +229,43 @@ def test_cycles_are_refused() -> None:
 def test_malformed_pickles_raise_format_errors(data: bytes, match: str) -> None:
     with pytest.raises(FormatError, match=match):
         read(data)
+
+
+def test_the_count_along_every_path_is_computed_not_walked() -> None:
+    """A graph of 60 shared levels counts 3 * 2**60 - 1 values along its paths: refused after touching ~60."""
+    from zarchive.foreign.value_graph import walk_bounded
+
+    level: list[object] = ["x"]
+    for _ in range(60):
+        level = [level, level]
+    seen: list[object] = []
+
+    class Spy(list):  # type: ignore[type-arg]
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            seen.append(self)
+            return super().__iter__()
+
+    with pytest.raises(UnsafeArchiveError, match="shared references"):
+        walk_bounded(Spy([level]), member="m")
+    assert len(seen) <= 2
+    diamond: list[object] = [["a", "b"]] * 3  # one shared list of 2 reached 3 times: 1 + 3 * 3 values
+    assert walk_bounded(diamond, member="m") == 10
+    assert walk_bounded(level, member="m", max_visits=1 << 70) == 3 * 2**60 - 1  # C(0) = 2, C(k) = 1 + 2 C(k - 1)
+
+
+def test_a_shared_value_is_as_deep_as_its_deepest_path() -> None:
+    from zarchive.foreign.value_graph import MAX_DEPTH, walk_bounded
+
+    chain: list[object] = []
+    for _ in range(MAX_DEPTH - 10):
+        chain = [chain]
+    deep: list[object] = [chain]
+    for _ in range(20):
+        deep = [deep]
+    with pytest.raises(FormatError, match="nested more than"):
+        walk_bounded([chain, deep], member="m")  # `chain` is finished first, shallow; then met 21 levels down
+    walk_bounded([chain, chain], member="m")
+    loop: list[object] = []
+    loop.append([loop])
+    with pytest.raises(FormatError, match="contain themselves"):
+        walk_bounded(loop, member="m")

@@ -9,12 +9,12 @@ as soon as it exceeds the declaration.
 from __future__ import annotations
 
 import os
-import zlib
 from collections.abc import Iterable, Iterator
 
 import zstandard
 
 from ..errors import IntegrityError, UnsafeArchiveError
+from .crc import crc32
 
 ZSTD_SUFFIX = ".zst"
 DEFAULT_MAX_DECOMPRESSED = 4 << 30  # a reader decodes no bigger member unless asked (max_decompressed)
@@ -138,5 +138,5 @@ def decompressed_crc(data: memoryview | bytes, expected_size: int, *, member: st
     """The CRC-32 of what a frame decompresses to (exactly `expected_size` bytes), in constant memory."""
     crc = 0
     for chunk in _chunks(data, expected_size, member):
-        crc = zlib.crc32(chunk, crc)
+        crc = crc32(chunk, crc)
     return crc
