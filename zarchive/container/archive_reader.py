@@ -7,28 +7,23 @@ and compressed members are decompressed one at a time, bounded by their declared
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from ..errors import FormatError, IntegrityError, MemberNotFoundError, UnsafeArchiveError, VersionError
-from ..protocol import FORMAT_MAJOR, FORMAT_MINOR, FORMAT_NAME
+from ..errors import FormatError, IntegrityError, MemberNotFoundError, UnsafeArchiveError
 from . import byte_groups, codecs
 from .archive_writer import HEADER_LABEL, MANIFEST_NAME, METADATA_NAME
 from .budget import ReadBudget, holds_json
 from .chunk_reader import ChunkCache, ChunkedMember
 from .crc import crc32, crc_hex
 from .jsontext import loads_strict
+from .metadata_table import EntryTables, check_metadata
 from .source import ByteSource, SourceChangedError
 from .zipreader import DEFAULT_MAX_MEMBERS, ZipReader
 
 MAX_JSON_MEMBER_BYTES = 512 << 20
 DEFAULT_MAX_DECOMPRESSED = codecs.DEFAULT_MAX_DECOMPRESSED
-_HEX8 = re.compile(r"^[0-9a-f]{8}$")
-_ABSENT = object()
-_VERSION = re.compile(r"^(\d{1,6})\.(\d{1,6})$")
-CODECS = ("none", "zstd", byte_groups.CODEC)
 
 
 class ArchiveReader:
@@ -53,7 +48,6 @@ class ArchiveReader:
         self._checked: set[tuple[str, str]] = set()
         # members' parsed format headers, shared by every load from this open archive (read-only)
         self.parsed: dict[tuple[str, str], Any] = {}
-        self._entry_tables: dict[str, dict[str, Any]] = {}
         self._chunked: dict[str, ChunkedMember] = {}
         self._chunk_cache = ChunkCache()  # (chunks of bgzstd members read in part, for all of them)
         self.verified_bytes = 0  # bytes verify_all() ran through a CRC (at most twice the members' sizes)
@@ -67,7 +61,8 @@ class ArchiveReader:
             if required not in self.zip.members:
                 raise FormatError(f"the archive has no {required!r}: not a zarchive file", member=required)
         self.metadata = self._read_json(METADATA_NAME, check_listed=False)
-        self._check_metadata()
+        check_metadata(self.metadata, self.zip.members)
+        self.entries = EntryTables(self.metadata["members"])
         self.manifest = self._read_json(MANIFEST_NAME)
         if not isinstance(self.manifest, dict) or "root" not in self.manifest:
             raise FormatError("the manifest has no 'root' node", member=MANIFEST_NAME)
@@ -83,128 +78,13 @@ class ArchiveReader:
         self.budget.charge_json(data, member=name)
         return loads_strict(data, member=name)
 
-    def _check_metadata(self) -> None:
-        meta = self.metadata
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
-            raise FormatError("the metadata does not describe a zarchive file", member=METADATA_NAME)
-        version = meta.get("format_version")
-        match = _VERSION.match(version) if isinstance(version, str) else None
-        if not match:
-            raise FormatError(f"bad format_version {version!r}", member=METADATA_NAME)
-        if int(match.group(1)) > FORMAT_MAJOR:
-            raise VersionError(
-                f"written with format version {version}; this zarchive reads major version "
-                f"{FORMAT_MAJOR} and older: upgrade zarchive to read it",
-                member=METADATA_NAME,
-            )
-        members = meta.get("members")
-        if not isinstance(members, dict):
-            raise FormatError("the metadata has no 'members' table", member=METADATA_NAME)
-        for name, info in self.zip.members.items():
-            if name == METADATA_NAME:
-                continue
-            entry = members.get(name)
-            if entry is None:
-                raise UnsafeArchiveError("member is not listed in the metadata", member=name)
-            self._check_member_entry(name, entry, info.size, info.crc)
-        for name in members:
-            if name == METADATA_NAME:  # it cannot hold its own checksum; verify() would trip on it
-                raise FormatError("the metadata lists itself as a member", member=name)
-            if name not in self.zip.members:
-                raise FormatError("the metadata lists a member the zip does not have", member=name)
-
-    def _check_member_entry(self, name: str, entry: Any, stored: int, crc: int) -> None:
-        if not isinstance(entry, dict):
-            raise FormatError("bad metadata entry", member=name)
-        codec = entry.get("codec")
-        if codec not in CODECS:
-            match = _VERSION.match(str(self.metadata.get("format_version")))
-            if match and int(match.group(1)) == FORMAT_MAJOR and int(match.group(2)) > FORMAT_MINOR:
-                raise VersionError(
-                    f"codec {str(codec)[:40]!r} is newer than this reader (the file is format "
-                    f"{self.metadata['format_version']}): upgrade zarchive to read it",
-                    member=name,
-                )
-            raise FormatError(f"unknown codec {str(codec)[:40]!r}", member=name)
-        if codec == "zstd" and not name.endswith(codecs.ZSTD_SUFFIX):
-            raise FormatError("a zstd member's name must end in .zst", member=name)
-        if codec == byte_groups.CODEC and not name.endswith(byte_groups.SUFFIX):
-            raise FormatError(f"a {byte_groups.CODEC} member's name must end in {byte_groups.SUFFIX}", member=name)
-        for key in ("size", "stored_size"):
-            if type(entry.get(key)) is not int or entry[key] < 0:
-                raise FormatError(f"bad {key!r} in the metadata", member=name)
-        if entry["stored_size"] != stored:
-            raise IntegrityError(
-                f"the metadata says {entry['stored_size']} stored bytes, the zip holds {stored}", member=name
-            )
-        if codec == "none" and entry["size"] != stored:
-            raise IntegrityError("size and stored_size differ for an uncompressed member", member=name)
-        if not isinstance(entry.get("crc32"), str) or not _HEX8.match(entry["crc32"]):
-            raise FormatError("bad crc32 in the metadata", member=name)
-        if entry["crc32"] != crc_hex(crc):
-            raise IntegrityError("the metadata and the zip header disagree on the CRC", member=name)
-        entries = entry.get("entries", {})
-        if not isinstance(entries, (dict, list)):  # format 1.0 wrote an object, 1.1 writes rows
-            raise FormatError("bad 'entries' in the metadata", member=name)
-        # Each entry is checked when it is first used (see checked_entry): opening an archive of
-        # thousands of tensors must not validate thousands of entries it may never read.
-
-    def _entry_table(self, name: str) -> dict[str, Any]:
-        """Label -> raw checksum entry of a member: an {"offset", "size", "crc32"} object (format 1.0)
-        or an [label, offset, size, crc32] row (1.1); indexed once, on first use."""
-        table = self._entry_tables.get(name)
-        if table is None:
-            entries = self.metadata["members"][name].get("entries", {})
-            if isinstance(entries, dict):
-                table = entries
-            else:
-                try:
-                    labels = [row[0] for row in entries]
-                except (TypeError, IndexError, KeyError):
-                    raise FormatError("bad checksum entry row", member=name) from None
-                if set(map(type, labels)) - {str}:
-                    raise FormatError("bad checksum entry row", member=name)
-                table = dict(zip(labels, entries))
-                if len(table) != len(entries):
-                    raise FormatError("a checksum entry label is listed twice", member=name)
-            self._entry_tables[name] = table
-        return table
-
     def checked_entry(self, name: str, label: str) -> dict[str, Any] | None:
         """The metadata's checksum entry `label` of member `name`, validated; None if there is none."""
-        entry = self.metadata["members"][name]
-        e = self._entry_table(name).get(label, _ABSENT)
-        if e is _ABSENT:
-            return None
-        if isinstance(e, list):  # may be anything, null included: checked here
-            e = {"offset": e[1], "size": e[2], "crc32": e[3]} if len(e) == 4 else None
-        if (
-            not isinstance(e, dict)
-            or type(e.get("offset")) is not int
-            or type(e.get("size")) is not int
-            or e["offset"] < 0
-            or e["size"] < 0
-            or e["offset"] + e["size"] > entry["size"]
-            or not isinstance(e.get("crc32"), str)
-            or not _HEX8.match(e["crc32"])
-        ):
-            raise FormatError(f"bad checksum entry {label!r}", member=name)
-        return e
+        return self.entries.checked_entry(name, label)
 
     def checked_entries(self, name: str) -> dict[str, dict[str, Any]]:
-        """All checksum entries of a member, validated, and refused if two of them overlap: a writer
-        records disjoint ranges (the parts it wrote one after another), and overlapping ones would
-        make checking every entry cost more than the member's size (thousands of entries each
-        covering the whole member: quadratic). So verifying entries reads each byte at most once."""
-        out: dict[str, dict[str, Any]] = {}
-        for label in self._entry_table(name):
-            out[label] = self.checked_entry(name, label)  # type: ignore[assignment]  # listed: never None
-        end = 0
-        for e in sorted(out.values(), key=lambda e: (e["offset"], e["size"])):
-            if e["offset"] < end:
-                raise FormatError("checksum entries overlap", member=name)
-            end = e["offset"] + e["size"]
-        return out
+        """All checksum entries of a member, validated (and refused if two overlap)."""
+        return self.entries.checked_entries(name)
 
     def damaged_entries(self, name: str, raw: memoryview) -> list[str]:
         """Labels of the member's checksum entries whose bytes in `raw` do not match."""
