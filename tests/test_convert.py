@@ -19,7 +19,7 @@ from zanj import ZANJ
 
 import zarchive
 from zarchive.convert import _separate_shared, conversion_kind, convert, zarc_to_safetensors
-from zarchive.errors import FormatError, MemberNotFoundError, UnknownTypeError
+from zarchive.errors import FormatError, MemberNotFoundError, RefusedPickleError, UnknownTypeError
 
 # ZANJ (through muutils) converts tensors with np.array(tensor), which numpy 2 warns about
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
@@ -211,7 +211,7 @@ class _Payload:
 def test_torch_file_needing_arbitrary_unpickling_is_refused(tmp_path: Path) -> None:
     marker = tmp_path / "executed"
     torch.save({"weights": torch.ones(2), "evil": _Payload(str(marker))}, tmp_path / "evil.pt")
-    with pytest.raises(FormatError, match="weights_only"):
+    with pytest.raises(RefusedPickleError, match="open"):
         convert(tmp_path / "evil.pt", tmp_path / "evil.zarc")
     assert not marker.exists() and not (tmp_path / "evil.zarc").exists()
 
@@ -219,7 +219,7 @@ def test_torch_file_needing_arbitrary_unpickling_is_refused(tmp_path: Path) -> N
 def test_truncated_torch_file_is_a_format_error(tmp_path: Path) -> None:
     torch.save({"w": torch.ones(100)}, tmp_path / "ok.pt")
     (tmp_path / "cut.pt").write_bytes((tmp_path / "ok.pt").read_bytes()[:200])
-    with pytest.raises(FormatError, match="torch.save"):
+    with pytest.raises(FormatError, match="truncated"):
         convert(tmp_path / "cut.pt", tmp_path / "x.zarc")
 
 

@@ -1,9 +1,9 @@
 """Conversions between zarchive and its neighbours: ZANJ, safetensors and torch.save checkpoints.
 
 Into a `.zarc`: a ZANJ file (read with zarchive's own ZANJ reader), a `.safetensors` file (the root is
-a dict of tensor name -> tensor, names kept), or a `torch.save` file (`.pt`/`.pth`), loaded with
-`torch.load(weights_only=True)` and nothing else, so a checkpoint that needs arbitrary unpickling is
-refused rather than executed.
+a dict of tensor name -> tensor, names kept), or a `torch.save` file (`.pt`/`.pth`), read by
+zarchive's restricted reader (tensors, parameters and plain containers; its pickle is parsed, never
+unpickled), so a checkpoint that holds anything else is refused rather than executed.
 Out of a `.zarc`: a plain `.safetensors` of every tensor and numeric array, named by object path.
 
 Every function returns a ConvertReport whose notes say what was changed on the way (renamed, dropped
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -177,20 +176,11 @@ def safetensors_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True) -
 
 
 def torch_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True) -> ConvertReport:
-    """A torch.save file (state dict or a dict of them), loaded with weights_only=True only."""
-    import torch
+    """A torch.save file (state dict or a dict of them), read by zarchive's own restricted reader
+    (zarchive.foreign): its pickle is parsed, never unpickled, and nothing it names is imported."""
+    from .api import read, save
 
-    from .api import save
-
-    try:
-        obj = torch.load(os.fspath(src), map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as e:
-        raise FormatError(
-            "refused: the file holds objects that torch.load(weights_only=True) does not allow; zarchive reads "
-            f"only tensors and plain containers and never unpickles anything else ({_unpickler_reason(e)})"
-        ) from None
-    except (RuntimeError, EOFError, ValueError, OSError) as e:
-        raise FormatError(f"not a readable torch.save file: {_first_line(e)}") from None
+    obj = read(src)
     save(obj, dst, compress=compress, custom_settings=_source_record("torch.save", src))
     count = sum(1 for _ in _torch_tensors(obj))
     return ConvertReport(os.fspath(src), os.fspath(dst), "torch->zarc", count=count)
@@ -199,15 +189,6 @@ def torch_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True) -> Conv
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0][:300] if text else type(e).__name__
-
-
-def _unpickler_reason(e: BaseException) -> str:
-    """The line of torch's weights_only message that names what was refused."""
-    for line in str(e).splitlines():
-        line = line.strip()
-        if line.startswith("WeightsUnpickler error:"):
-            return line.removeprefix("WeightsUnpickler error:").strip().split(". ")[0][:300]
-    return _first_line(e)
 
 
 def _torch_tensors(obj: Any, depth: int = 0) -> Any:

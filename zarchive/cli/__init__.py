@@ -59,7 +59,7 @@ Compressed members (NAME.zst) are written decompressed, as NAME; nothing is writ
   zarchive convert old.zanj run.zarc                   a ZANJ file
   zarchive convert --plain old.zanj run.zarc           ... keeping classes not importable here as dicts
   zarchive convert model.safetensors model.zarc        tensors keep their names
-  zarchive convert ckpt.pt ckpt.zarc --compress none   torch.save files, read with weights_only=True only
+  zarchive convert ckpt.pt ckpt.zarc --compress none   torch.save files, read without unpickling (tensors and containers only)
   zarchive convert run.zarc weights.safetensors        every tensor, named by object path
   zarchive convert run.zarc model.safetensors --select model/state_dict    exactly the state dict's keys
   zarchive convert run.zarc model.pt --select model/state_dict             a torch.save state dict

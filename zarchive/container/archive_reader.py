@@ -165,7 +165,7 @@ class ArchiveReader:
         if cached is not None:
             return cached
         if entry["codec"] == byte_groups.CODEC:  # decoded afresh for each caller: the bytes are its own
-            view = self.chunked(name).read(0, entry["size"], path=path)
+            view = self._chunked_range(name, 0, entry["size"], path)
             if self.on_read is not None:
                 self.on_read(name, view.nbytes)
             return view
@@ -195,6 +195,18 @@ class ArchiveReader:
         if self.on_read is not None:
             self.on_read(name, view.nbytes)
         return view
+
+    def _chunked_range(self, name: str, begin: int, end: int, path: str | None) -> memoryview:
+        """Bytes [begin, end) of a `bgzstd` member: sliced from the whole member where a full read is
+        decoding it ahead (DecodeAhead), else decoded from the chunks that hold them."""
+        ahead = self.decoding.get(name)  # (kept, not popped: every tensor of the member slices it)
+        if ahead is not None:
+            return ahead.result()[begin:end]
+        return self.chunked(name).read(begin, end, path=path)
+
+    def decode_chunked(self, name: str) -> memoryview:
+        """A whole `bgzstd` member decoded (its chunks on every core), for DecodeAhead."""
+        return self.chunked(name).read(0, self.metadata["members"][name]["size"])
 
     def is_decoded(self, name: str) -> bool:
         return name in self._decoded
@@ -239,7 +251,7 @@ class ArchiveReader:
         if entry["codec"] == "none":
             return self.source.view(self.zip.members[name].data_offset, n)
         if entry["codec"] == byte_groups.CODEC:  # (only the chunks that hold them, checked)
-            return self.chunked(name).read(0, n, path=path)
+            return self._chunked_range(name, 0, n, path)
         return codecs.decompress_prefix(self.zip.view(name), n, member=name)
 
     def member_range(
@@ -262,7 +274,7 @@ class ArchiveReader:
         if not (0 <= begin <= end <= entry["size"]):
             raise FormatError("range outside the member", member=name, path=path)
         if entry["codec"] == byte_groups.CODEC:  # decoded from its own chunks, each checked by its CRC
-            data = self.chunked(name).read(begin, end, path=path)
+            data = self._chunked_range(name, begin, end, path)
             if self.on_read is not None:
                 self.on_read(name, data.nbytes)
             return own(data) if own is not None else data
@@ -289,7 +301,11 @@ class ArchiveReader:
         if not (0 <= begin <= end <= entry["size"]):
             raise FormatError("range outside the member", member=name, path=path)
         if entry["codec"] == byte_groups.CODEC:
-            self.chunked(name).read_into(begin, out, path=path)
+            ahead = self.decoding.get(name)
+            if ahead is not None:
+                out[:] = ahead.result()[begin:end]
+            else:
+                self.chunked(name).read_into(begin, out, path=path)
         elif entry["codec"] != "none":
             out[:] = self.member_bytes(name, path=path)[begin:end]
         else:

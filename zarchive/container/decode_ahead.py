@@ -3,7 +3,9 @@
 zstd and the CRC release the GIL, so while the caller builds objects from one member (turning a text
 column into Python strings holds the GIL), the next members are decompressed and verified on the
 other cores. `ArchiveReader.member_bytes` waits for a member's future instead of decoding it again;
-errors surface there, as they would have. Only the members the read's plan needs are decoded (what
+errors surface there, as they would have. Compressed weights (`bgzstd` members) are decoded whole
+the same way, their chunks on every core, and each tensor read slices its bytes from that one
+buffer (as a full read of uncompressed members slices them from one copy). Only the members the read's plan needs are decoded (what
 max_read_bytes was checked against), in the order the plan met them, which is the order the read
 asks for them.
 """
@@ -14,6 +16,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 from .archive_reader import ArchiveReader
+from .byte_groups import CODEC as CHUNKED
 
 AHEAD_ABOVE = 4 << 20  # compressed members smaller than this in all are decoded on the calling thread
 
@@ -30,8 +33,9 @@ class DecodeAhead:
         todo = [
             name
             for name in planned
-            if reader.decodes_whole(name)  # (bgzstd members are decoded chunk by chunk, as they are read)
-            and name in reader.zip.members
+            if name in reader.zip.members
+            and isinstance(members.get(name), dict)
+            and members[name].get("codec") in ("zstd", CHUNKED)
             and members[name].get("size", 0) <= reader.max_decompressed
             and name not in reader.decoding
             and not reader.is_decoded(name)
@@ -42,7 +46,10 @@ class DecodeAhead:
         if todo and workers > 1 and total >= (AHEAD_ABOVE if min_bytes is None else min_bytes):
             self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zarchive-decode")
             for name in todo:
-                reader.decoding[name] = self._pool.submit(reader.decode, name)
+                # a zstd member is decompressed whole; a bgzstd one (compressed weights) is decoded
+                # whole too, its chunks on every core, and each tensor is a slice of it
+                decode = reader.decode_chunked if members[name]["codec"] == CHUNKED else reader.decode
+                reader.decoding[name] = self._pool.submit(decode, name)
 
     def close(self) -> None:
         """Cancel what was not asked for (a failed or lazy-ending read) and free the threads."""
