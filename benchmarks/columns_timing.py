@@ -1,7 +1,9 @@
 """Tables as columns: the benchmark's table (workloads.table) in zarchive against pickle, and the same
 table as a polars DataFrame in zarchive against polars' own IPC and Parquet files (not a unit test).
 
-    .venv/bin/python benchmarks/columns_timing.py [rows] [repeats]
+    .venv/bin/python benchmarks/columns_timing.py [rows] [repeats] [distinct]
+
+With `distinct` the `name` column has a different value in every row (workloads.table(distinct_names=True)).
 
 Prints medians of `repeats` rounds: durable save (fsync of the file and its folder, as zarchive's save
 does), full read (warm cache: the file is read through just before), and file size; then zarchive's
@@ -69,7 +71,7 @@ def as_polars(df: pd.DataFrame) -> Any:
 def main() -> None:
     rows = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
     repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 5
-    df = table(rows)
+    df = table(rows, distinct_names=len(sys.argv) > 3 and sys.argv[3] == "distinct")
     tools: dict[str, tuple[Any, Callable[[Any, str], None], Callable[[str], Any], Callable[[Any, Any], None]]] = {}
 
     def same_pandas(a: Any, b: Any) -> None:

@@ -66,12 +66,16 @@ def many_small(count: int) -> dict[str, torch.Tensor]:
     return {f"group{i // 100:03d}.param{i % 100:02d}": torch.randn(n, generator=gen) for i, n in enumerate(sizes)}
 
 
-def table(rows: int):  # -> pandas.DataFrame
-    """A DataFrame with one column of each common kind: int64, float64, str, categorical, datetime, bool."""
+def table(rows: int, distinct_names: bool = False):  # -> pandas.DataFrame
+    """A DataFrame with one column of each common kind: int64, float64, str, categorical, datetime, bool.
+    `name` repeats (about 200,000 distinct values), or with `distinct_names` has a different value in
+    every row."""
     import pandas as pd
 
     rng = np.random.default_rng(SEED)
     names = np.char.add("user_", rng.integers(0, 200_000, rows).astype("U6"))
+    if distinct_names:
+        names = np.char.add("user_", np.random.default_rng(SEED + 1).permutation(rows).astype("U12"))
     cities = np.array(["Berlin", "Lagos", "Lima", "Osaka", "Pune", "Quito", "Tunis", "Oslo"])
     start = np.datetime64("2024-01-01T00:00:00", "ns")
     stamps = start + np.sort(rng.integers(0, 365 * 86400, rows)).astype("timedelta64[s]")

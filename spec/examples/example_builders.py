@@ -435,6 +435,29 @@ def columns_text() -> dict[str, Any]:
     return {"frame": frame, "series": pd.Series(pd.array(text[::-1], dtype="string"), name="rev")}
 
 
+def columns_dict() -> dict[str, Any]:
+    """Format 1.4: text columns that repeat values, stored with a dictionary ("dict": the distinct
+    values in Arrow's string layout plus integer codes, -1 where missing): str with NaN, string with
+    NA, object columns with None and with NaN, non-ASCII and empty strings, a repeated text index, and
+    a Series of 300 distinct values over 600 rows (int16 codes)."""
+    words = ["alpha", "Grüße", "日本語", "", "emoji 🎉", 'say "hi"', "new\nline", "\x00nul"]
+    text = [words[(i * 3) % len(words)] for i in range(40)]
+    with_missing = [None if i % 9 == 4 else t for i, t in enumerate(text)]
+    index = pd.Index([f"row{i % 4}" for i in range(40)], dtype="str", name="group")
+    frame = pd.DataFrame(
+        {
+            "str": pd.array(with_missing, dtype="str"),
+            "string": pd.array(with_missing, dtype="string"),
+            "object": pd.Series(with_missing, dtype=object, index=index),
+            "object_nan": pd.Series([np.nan if t is None else t for t in with_missing], dtype=object, index=index),
+            "n": np.arange(40, dtype=np.int64),
+        },
+        index=index,
+    )
+    wide = pd.Series(pd.array([f"key {i % 300}" for i in range(600)], dtype="string"), name="wide")
+    return {"frame": frame, "wide": wide}
+
+
 def columns_polars() -> dict[str, Any]:
     """Format 1.3: polars DataFrame and Series (spec/polars.md), one column of each supported dtype,
     nulls in each, text in Arrow's string layout (long columns) and inline (short ones)."""

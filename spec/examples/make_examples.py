@@ -108,6 +108,10 @@ EXAMPLES: tuple[Example, ...] = (
             "Adam moments in bgzstd members", builders.compressed_checkpoint_parts,
             settings={"compress_weights": True}, variants=("",), write=builders.write_compressed_checkpoint,
             roundtrip_exact=False),
+    Example("columns_dict", "format 1.4: text columns that repeat values stored with a dictionary (the distinct "
+            "values in Arrow's string layout plus int8/int16 codes, -1 where missing): str, string and object text "
+            "with missing values, non-ASCII and empty strings, a text index, a Series", builders.columns_dict,
+            settings={"external_list_threshold": 4}),
 )  # fmt: skip
 
 

@@ -1,5 +1,7 @@
 """Hostile-corpus cases about text columns in Arrow's string layout (format 1.3, the "utf8" layout of a
-`pandas.array`): offsets out of order or out of range, lying lengths, bytes that are not UTF-8.
+`pandas.array`): offsets out of order or out of range, lying lengths, bytes that are not UTF-8; and
+about text columns with a dictionary (format 1.4, the "dict" layout): codes out of range, of a float
+dtype, more codes than rows, a dictionary with duplicates (allowed: it reads).
 
 Packed with true sizes and checksums, so the reader gets past the integrity layer and has to catch the
 lie in the column itself.
@@ -71,3 +73,46 @@ def column_cases() -> list[CaseTuple]:
         ),
         ("utf8_no_offsets", archive({k: v for k, v in column().items() if k != "offsets"}), "FormatError", "offsets"),
     ]
+
+
+DICT_DATA = "aéb".encode()  # the dictionary "a", "éb": offsets 0 1 4
+
+
+def dict_column(**edit: Any) -> dict[str, Any]:
+    node: dict[str, Any] = {
+        "$type": "pandas.array",
+        "$ref": "col.utf8",
+        "dtype": "string",
+        "length": 5,
+        "storage": "python",
+        "na_value": "NA",
+        "layout": "dict",
+        "count": 2,
+        "codes": offsets([0, 1, -1, 0, 1], "|i1"),
+        "offsets": offsets([0, 1, 4]),
+        "nbytes": len(DICT_DATA),
+    }
+    node.update(edit)
+    return node
+
+
+def dict_archive(node: dict[str, Any], data: bytes = DICT_DATA) -> Callable[[], bytes]:
+    return lambda: pack(Parts({"format": "zarchive", "format_version": "1.4", "root": node}, {"col.utf8": data}))
+
+
+def dict_cases() -> list[CaseTuple]:
+    lie = "codes must lie"
+    return [
+        ("dict_column_valid", dict_archive(dict_column()), None, ""),
+        ("dict_duplicate_values", dict_archive(dict_column(offsets=offsets([0, 1, 2])), b"aa"), None, ""),
+        ("dict_codes_out_of_range", dict_archive(dict_column(codes=offsets([0, 2, -1, 0, 1], "|i1"))), "FormatError", lie),
+        ("dict_codes_below_minus_one", dict_archive(dict_column(codes=offsets([0, -2, 0, 0, 1], "|i1"))), "FormatError", lie),
+        ("dict_codes_huge", dict_archive(dict_column(codes=offsets([0, 2**62, 0, 0, 1], "<i8"))), "FormatError", lie),
+        ("dict_codes_float", dict_archive(dict_column(codes=offsets([0.0, 1.0, 0.0, 0.0, 1.0], "<f8"))), "FormatError", "signed integer"),
+        ("dict_codes_unsigned", dict_archive(dict_column(codes=offsets([0, 1, 0, 0, 1], "|u1"))), "FormatError", "signed integer"),
+        ("dict_more_codes_than_rows", dict_archive(dict_column(codes=offsets([0, 1, -1, 0, 1, 0], "|i1"))), "FormatError", "5 values"),
+        ("dict_count_lies", dict_archive(dict_column(count=3)), "FormatError", "offsets for 3"),
+        ("dict_count_negative", dict_archive(dict_column(count=-1)), "FormatError", "count"),
+        ("dict_no_codes", dict_archive({k: v for k, v in dict_column().items() if k != "codes"}), "FormatError", "codes"),
+        ("dict_bad_bytes", dict_archive(dict_column(), b"a\xff\xffb"), "FormatError", "UTF-8"),
+    ]  # fmt: skip

@@ -26,7 +26,7 @@ if __package__ in (None, ""):  # run as a script
 
 from hostile.cases_bounded import bounded_cases
 from hostile.cases_chunks import chunk_cases
-from hostile.cases_columns import column_cases
+from hostile.cases_columns import column_cases, dict_cases
 from hostile.cases_exports import export_cases
 from hostile.cases_foreign import foreign_cases
 from hostile.cases_member import member_cases
@@ -317,6 +317,7 @@ CASES += [Case(*c) for c in zip_cases(base, valid_entries)]
 CASES += [Case(*c) for c in member_cases(base, with_root)]
 CASES += [Case(*c) for c in export_cases(base)]  # format 1.3 exports (tests/hostile/cases_exports.py)
 CASES += [Case(*c) for c in column_cases()]  # format 1.3 text columns (tests/hostile/cases_columns.py)
+CASES += [Case(*c) for c in dict_cases()]  # format 1.4 text columns with a dictionary (cases_columns.py)
 CASES += [Case(*c) for c in chunk_cases(base)]
 
 # --- work bounds (tests/hostile/cases_bounded.py; tests/test_bounded.py) ---------------------------------

@@ -5,6 +5,9 @@ One "pandas.array" node per array, with a `layout` saying how its data is split:
 - "strings": str / "string" columns, and object columns of str whose missing items are all None or
   all NaN: the present values in a `.jsonl` member (or inline when short), missing positions in a
   boolean `mask` array;
+- "utf8" (format 1.3): the same columns when long, in Arrow's string layout (pandas_text.py);
+- "dict" (format 1.4): those of them that repeat values (at most half as many distinct values as
+  present ones): the distinct values in the "utf8" layout plus integer codes, -1 where missing;
 - "items": object columns of anything else, item by item through the handler chain (NaN, None and
   pd.NA stay distinct);
 - "categorical": integer `codes` plus a `categories` Index node, and the `ordered` flag;
@@ -34,7 +37,16 @@ from ..nodes.tables import PandasArraySchema
 from .base import Handler, expect
 from .pandas_arrow import arrow_buffers, arrow_strings
 from .pandas_scalars import check_freq, check_unit, tz_fields, tz_from
-from .pandas_text import decode_strings, encode_strings, save_utf8, save_utf8_buffers, utf8_parts
+from .pandas_text import (
+    decode_strings,
+    dict_parts,
+    dictionary_codes,
+    encode_strings,
+    save_dict,
+    save_utf8,
+    save_utf8_buffers,
+    utf8_parts,
+)
 
 NUMPY_KINDS = frozenset("biufcmMO")
 _MASKED: dict[str, tuple[type, np.dtype]] = {
@@ -190,10 +202,18 @@ class PandasArrayHandler(PandasArraySchema, Handler):
         self, head: dict[str, Any], extra: dict[str, Any], values: np.ndarray, mask: np.ndarray, ctx: SaveContext
     ) -> Node:
         """`values`: object array of str wherever `mask` is not set."""
-        has_missing = bool(mask.any())
-        present = (values[~mask] if has_missing else values).tolist()
+        missing = int(np.count_nonzero(mask))
+        has_missing = missing > 0
         base = {**{k: v for k, v in head.items() if k != "$type"}, **extra}
-        inline = len(present) <= ctx.settings.external_list_threshold
+        inline = len(values) - missing <= ctx.settings.external_list_threshold
+        if not inline:  # repeated values: a dictionary (format 1.4), made by pandas' hash table
+            coded = dictionary_codes(values, missing)
+            if coded is not None:
+                try:
+                    return save_dict(self.name, base, *coded, ctx)
+                except UnicodeEncodeError:
+                    pass
+        present = (values[~mask] if has_missing else values).tolist()
         if not inline:
             try:  # Arrow's layout (format 1.3); a lone surrogate needs the escaped .jsonl below
                 return save_utf8(self.name, base, present, ~mask if has_missing else None, ctx)
@@ -214,7 +234,7 @@ class PandasArrayHandler(PandasArraySchema, Handler):
         if length < 0:
             raise ctx.error("negative length")
         layout = node.get("layout")
-        if layout in ("strings", "utf8"):
+        if layout in ("strings", "utf8", "dict"):
             return self._load_strings(node, length, ctx)
         if layout == "items":
             items = ctx.load(node.get("items"), "items")
@@ -264,23 +284,19 @@ class PandasArrayHandler(PandasArraySchema, Handler):
 
     def _load_strings(self, node: dict[str, Any], length: int, ctx: LoadContext) -> Any:
         dtype, na = _string_dtype(node, ctx)
-        if node["layout"] == "utf8":
-            offsets, data, valid = utf8_parts(node, ctx, length)
-            adopted = None if dtype is None else arrow_strings(offsets, data, valid, dtype, member=node["$ref"])
-            if adopted is not None:  # pyarrow storage: pandas takes the column's own buffers
-                return adopted
-            present = decode_utf8(offsets, data, length, member=node["$ref"])  # missing ones as "", masked below
-            mask = None if valid is None else ~valid
+        if node["layout"] == "dict":
+            out = _dict_values(node, length, na, ctx)
         else:
-            mask, present = self._strings_present(node, length, ctx)
-        if mask is None or len(present) == length:
-            out = np.array(present, dtype=object) if present else np.empty(0, dtype=object)
-            if mask is not None:
-                out[mask] = na
-        else:
-            out = np.empty(length, dtype=object)
-            out[~mask] = np.array(present, dtype=object) if present else []
-            out[mask] = na
+            if node["layout"] == "utf8":
+                offsets, data, valid = utf8_parts(node, ctx, length)
+                adopted = None if dtype is None else arrow_strings(offsets, data, valid, dtype, member=node["$ref"])
+                if adopted is not None:  # pyarrow storage: pandas takes the column's own buffers
+                    return adopted
+                present = decode_utf8(offsets, data, length, member=node["$ref"])  # missing ones as "", masked below
+                mask = None if valid is None else ~valid
+            else:
+                mask, present = self._strings_present(node, length, ctx)
+            out = _place(present, mask, length, na)
         if dtype is None:
             return pd.arrays.NumpyExtensionArray(out)
         if dtype.storage == "python":  # every item is a str the reader made, or the missing value
@@ -302,6 +318,33 @@ class PandasArrayHandler(PandasArraySchema, Handler):
             if len(present) != count or not all(type(v) is str for v in present):
                 raise ctx.error(f"'values' must be {count} strings")
         return mask, present
+
+
+def _dict_values(node: dict[str, Any], length: int, na: Any, ctx: LoadContext) -> np.ndarray:
+    """The object array of a "dict" text column: each distinct string made once, every row a
+    reference to its value, `na` where the code is -1 (codes checked by dict_parts). pandas' `take`
+    copies the references in a typed loop (about twice numpy's speed on object arrays)."""
+    offsets, data, codes = dict_parts(node, ctx, length)
+    distinct = np.empty(len(offsets) - 1, dtype=object)
+    distinct[:] = decode_utf8(offsets, data, len(distinct), member=node["$ref"])
+    out = pd.api.extensions.take(distinct, codes, allow_fill=True, fill_value=np.nan if na is None else na)
+    if na is None and length:  # take fills with NaN when asked for None
+        out[codes < 0] = None
+    return out
+
+
+def _place(present: list[str], mask: np.ndarray | None, length: int, na: Any) -> np.ndarray:
+    """An object array of `length` items: `present` in order where `mask` is false (everywhere when
+    None or when `present` has an item per row), `na` where it is true."""
+    if mask is None or len(present) == length:
+        out = np.array(present, dtype=object) if present else np.empty(0, dtype=object)
+        if mask is not None:
+            out[mask] = na
+        return out
+    out = np.empty(length, dtype=object)
+    out[~mask] = np.array(present, dtype=object) if present else []
+    out[mask] = na
+    return out
 
 
 def _string_dtype(node: dict[str, Any], ctx: LoadContext) -> tuple[Any, Any]:

@@ -1,5 +1,7 @@
-"""String columns: in Arrow's string layout ("utf8", format 1.3: offsets plus one UTF-8 buffer) and as
-`.jsonl` text (the "strings" layout of format 1.0, still read), both written and read at C speed.
+"""String columns: in Arrow's string layout ("utf8", format 1.3: offsets plus one UTF-8 buffer), as a
+dictionary of distinct values in that layout plus integer codes ("dict", format 1.4: for columns that
+repeat values), and as `.jsonl` text (the "strings" layout of format 1.0, still read), all written and
+read at C speed.
 
 The "utf8" helpers at the end know nothing of pandas: the polars handler stores its text the same way.
 
@@ -18,10 +20,12 @@ encoder and parser of `container/jsontext.py`.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from ..container.jsontext import decode_jsonl
 from ..container.utf8_column import check_offsets, encode_utf8
@@ -136,3 +140,82 @@ def utf8_parts(node: dict[str, Any], ctx: LoadContext, length: int) -> tuple[np.
     if valid is not None and length and bool((off[1:] != off[:-1])[~valid].any()):
         raise ctx.error("a missing value holds bytes (its offsets must be equal)", member=member)
     return off, data, valid
+
+
+# --- the "dict" layout (format 1.4): the distinct values in the "utf8" layout plus integer codes ---
+
+CODE_DTYPES = (np.dtype("int8"), np.dtype("int16"), np.dtype("int32"), np.dtype("int64"))
+_SAMPLE_ROWS = 16384
+
+
+def dictionary_codes(values: np.ndarray, missing: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(codes, distinct values) of an object array of str with `missing` missing items (None, NaN or
+    pd.NA): codes of the smallest of CODE_DTYPES, -1 where missing, the values in order of first
+    appearance; None when a dictionary does not pay (more distinct values than half the present ones).
+
+    Large columns are tried on a random sample first (fixed seed: the same column is written the same
+    way): the pairs of sampled rows holding equal values estimate the chance that two rows are
+    equal, whose inverse is at most the number of distinct values; when even that estimate is over
+    half the rows, the whole column is not factorized."""
+    n = len(values)
+    present = n - missing
+    if present < 2:
+        return None
+    size = max(_SAMPLE_ROWS, math.isqrt(256 * n))  # about 100 equal pairs or more at the threshold
+    if n > 4 * size:
+        rows = np.unique(np.random.default_rng(0).integers(0, n, size))
+        sample_codes, _ = pd.factorize(values[rows])
+        counts = np.bincount(sample_codes[sample_codes >= 0])
+        seen = int(counts.sum())
+        pairs = int((counts * (counts - 1)).sum()) // 2
+        if pairs == 0 or seen * (seen - 1) // 2 > pairs * (present // 2):
+            return None
+    codes, distinct = pd.factorize(values)
+    if 2 * len(distinct) > present or int(np.count_nonzero(codes < 0)) != missing:
+        return None
+    dtype = next(d for d in CODE_DTYPES if len(distinct) - 1 <= np.iinfo(d).max)
+    return codes.astype(dtype), distinct
+
+
+def save_dict(
+    type_name: str, fields: dict[str, Any], codes: np.ndarray, distinct: np.ndarray, ctx: SaveContext
+) -> Node:
+    """A node of `fields` plus a text column in the "dict" layout: `count` distinct values in the
+    "utf8" layout (`offsets`, the data member: `$ref`, `nbytes`) and `codes` (-1: missing).
+    UnicodeEncodeError for a string that UTF-8 cannot hold."""
+    offsets, data = encode_utf8(distinct.tolist())
+    node = {**fields, "layout": "dict", "count": len(distinct)}
+    node["codes"] = ctx.save(codes, "codes")
+    node["offsets"] = ctx.save(offsets, "offsets")
+    plan = ctx.add_member("utf8", lambda: [(None, memoryview(data))], compress="try")
+    return ctx.ref_node(plan, type_name, **node, nbytes=len(data))
+
+
+def dict_parts(node: dict[str, Any], ctx: LoadContext, length: int) -> tuple[np.ndarray, memoryview, np.ndarray]:
+    """The dictionary's offsets (checked) and data, and the codes of a "dict" node: a signed integer
+    array of `length` items, each -1 or the index of a dictionary value."""
+    count = node.get("count")
+    if type(count) is not int or count < 0:
+        raise ctx.error("a 'dict' node needs 'count', the number of its dictionary values")
+    ctx.path.append("codes")
+    try:
+        codes = ctx.load(node.get("codes"))
+        if not isinstance(codes, np.ndarray) or codes.dtype.kind != "i" or codes.shape != (length,):
+            raise ctx.error(f"'codes' must be a 1-D signed integer array of {length} values")
+        if length and (int(codes.min()) < -1 or int(codes.max()) >= count):
+            raise ctx.error(f"codes must lie in -1..{count - 1} (the dictionary holds {count} values)")
+    finally:
+        ctx.path.pop()
+    ctx.path.append("offsets")
+    try:
+        offsets = ctx.load(node.get("offsets"))
+        if not isinstance(offsets, np.ndarray):
+            raise ctx.error("'offsets' must be an integer array")
+    finally:
+        ctx.path.pop()
+    member = node.get("$ref")
+    nbytes = node.get("nbytes")
+    if type(nbytes) is not int or nbytes < 0:
+        raise ctx.error("a 'dict' node needs 'nbytes', the size of its data member")
+    data = ctx.member_bytes(member, expected_size=nbytes, shared=True)
+    return check_offsets(offsets, len(data), count, member=member), data, codes

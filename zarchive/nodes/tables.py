@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .base import NodeSchema, PlanSink
-from .columns import plan_utf8
+from .columns import plan_dict, plan_utf8
 
 
 class PandasIndexSchema(NodeSchema):
@@ -70,14 +70,20 @@ class PandasFrameSchema(NodeSchema):
 
 class PandasArraySchema(NodeSchema):
     name = "pandas.array"
-    since = "1.3"  # layout "utf8": text in Arrow's string layout
+    since = "1.4"  # layouts "utf8" (1.3): text in Arrow's string layout; "dict" (1.4): with a dictionary
 
     def plan(self, node: dict[str, Any], p: PlanSink) -> None:
-        if node.get("layout") == "utf8":
-            plan_utf8(node, p)
+        layout = node.get("layout")
+        if layout in ("utf8", "dict"):
+            if layout == "utf8":
+                plan_utf8(node, p)
+                nested: tuple[str, ...] = ("$ref", "offsets", "valid")
+            else:
+                plan_dict(node, p)
+                nested = ("$ref", "offsets", "codes")
             for k, v in node.items():  # nothing else in the node names members or nodes
-                if k not in ("$ref", "offsets", "valid") and isinstance(v, (dict, list)):
-                    raise p.error(f"unexpected field {k!r} in a 'utf8' pandas array")
+                if k not in nested and isinstance(v, (dict, list)):
+                    raise p.error(f"unexpected field {k!r} in a {layout!r} pandas array")
             return
         p.walk_fields(node)
 
