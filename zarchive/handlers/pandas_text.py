@@ -124,19 +124,8 @@ def utf8_parts(node: dict[str, Any], ctx: LoadContext, length: int) -> tuple[np.
                 raise ctx.error(f"'valid' must be a bool array of {length} values")
         finally:
             ctx.path.pop()
-    ctx.path.append("offsets")
-    try:
-        offsets = ctx.load(node.get("offsets"))
-        if not isinstance(offsets, np.ndarray):
-            raise ctx.error("'offsets' must be an integer array")
-    finally:
-        ctx.path.pop()
+    off, data = _strings_of(node, ctx, length, "utf8")
     member = node.get("$ref")
-    nbytes = node.get("nbytes")
-    if type(nbytes) is not int or nbytes < 0:
-        raise ctx.error("a 'utf8' node needs 'nbytes', the size of its data member")
-    data = ctx.member_bytes(member, expected_size=nbytes, shared=True)
-    off = check_offsets(offsets, len(data), length, member=member)
     if valid is not None and length and bool((off[1:] != off[:-1])[~valid].any()):
         raise ctx.error("a missing value holds bytes (its offsets must be equal)", member=member)
     return off, data, valid
@@ -206,6 +195,13 @@ def dict_parts(node: dict[str, Any], ctx: LoadContext, length: int) -> tuple[np.
             raise ctx.error(f"codes must lie in -1..{count - 1} (the dictionary holds {count} values)")
     finally:
         ctx.path.pop()
+    off, data = _strings_of(node, ctx, count, "dict")
+    return off, data, codes
+
+
+def _strings_of(node: dict[str, Any], ctx: LoadContext, count: int, layout: str) -> tuple[np.ndarray, memoryview]:
+    """The checked offsets of `count` strings and the data member they index, of a "utf8" node or of a
+    "dict" node's dictionary."""
     ctx.path.append("offsets")
     try:
         offsets = ctx.load(node.get("offsets"))
@@ -216,6 +212,6 @@ def dict_parts(node: dict[str, Any], ctx: LoadContext, length: int) -> tuple[np.
     member = node.get("$ref")
     nbytes = node.get("nbytes")
     if type(nbytes) is not int or nbytes < 0:
-        raise ctx.error("a 'dict' node needs 'nbytes', the size of its data member")
+        raise ctx.error(f"a {layout!r} node needs 'nbytes', the size of its data member")
     data = ctx.member_bytes(member, expected_size=nbytes, shared=True)
-    return check_offsets(offsets, len(data), count, member=member), data, codes
+    return check_offsets(offsets, len(data), count, member=member), data
