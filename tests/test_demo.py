@@ -29,7 +29,7 @@ def test_demo_module_runs_and_checks_its_outputs(tmp_path: Path) -> None:
     assert "outputs identical: True" in out_text and "embeddings identical: True" in out_text
     assert "model  ConfiguredModel zarchive.demo:TinyMLP" in out_text  # the `zarchive show` tree
     assert "embeddings  ndarray float32 [600, 32] -> embeddings.npy" in out_text
-    assert re.search(r"^predictions/label\.utf8\.zst +zstd ", out_text, re.MULTILINE)  # the listing
+    assert re.search(r"^predictions/label/codes\.npy\.zst +zstd ", out_text, re.MULTILINE)  # the listing
     next_lines = out_text[out_text.index("\nnext") :]
     bin_dir = os.path.dirname(sys.executable)
     assert "zarchive command is in" in next_lines and os.path.join(bin_dir, "zarchive") in next_lines
