@@ -5,6 +5,9 @@ DCP's own FileSystemWriter/Reader in the same run.
     torchrun --nproc-per-node=2 tests/dcp_worker.py save OUT
     torchrun --nproc-per-node=N tests/dcp_worker.py load OUT      (N: any world size)
     torchrun --nproc-per-node=2 tests/dcp_worker.py kill OUT RANK
+
+With ZARCHIVE_DCP_DEVICE=cuda the model lives on the GPUs (one per rank) and the process group is
+NCCL's (gloo beside it for CPU tensors); loads then fill GPU shards from any checkpoint.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import zarchive
 from zarchive.dcp import ZArchiveReader, ZArchiveWriter
 
 warnings.filterwarnings("ignore")
+DEVICE = os.environ.get("ZARCHIVE_DCP_DEVICE", "cpu")
 
 
 @dataclasses.dataclass
@@ -62,8 +66,8 @@ class Tiny(nn.Module):
 def build(steps: int, seed: int = 0) -> tuple[nn.Module, torch.optim.Optimizer]:
     """The sharded model and its optimizer after `steps` training steps (the same on every world size)."""
     torch.manual_seed(seed)
-    model = Tiny()
-    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    model = Tiny().to(DEVICE)
+    mesh = init_device_mesh(DEVICE, (dist.get_world_size(),))
     for layer in model.layers:
         fully_shard(layer, mesh=mesh)
     fully_shard(model, mesh=mesh)
@@ -75,7 +79,7 @@ def build(steps: int, seed: int = 0) -> tuple[nn.Module, torch.optim.Optimizer]:
 
 def train_step(model: nn.Module, optim: torch.optim.Optimizer, step: int) -> None:
     g = torch.Generator().manual_seed(100 + step)
-    x = torch.randint(0, 61, (4, 7), generator=g)
+    x = torch.randint(0, 61, (4, 7), generator=g).to(DEVICE)
     loss = model(x).float().pow(2).mean()
     loss.backward()
     optim.step()
@@ -104,6 +108,7 @@ def same(a: Any, b: Any, where: str, problems: list[str]) -> None:
         a, b = (x.to_local() if isinstance(x, DTensor) else x for x in (a, b))
     if isinstance(a, torch.Tensor):
         ok = isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape
+        a, b = a.detach().cpu(), b.detach().cpu() if isinstance(b, torch.Tensor) else b  # GPU runs compare on the host
         ok = ok and torch.equal(
             a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8)
         )
@@ -172,7 +177,12 @@ def do_load(out: str) -> None:
     same(full(state(*build(steps=1, seed=1), step=0)), ref, "control", control)
     if not any("tensors differ" in p for p in control):
         problems.append(f"the comparison found no difference where there is one: {control}")
-    report(out, f"load{dist.get_world_size()}", {"problems": problems})
+    on = "" if DEVICE == "cpu" else f"-{DEVICE}"
+    report(out, f"load{dist.get_world_size()}{on}", {"problems": problems, "device": str(after_device(loaded))})
+
+
+def after_device(loaded: dict[str, Any]) -> torch.device:
+    return next(iter(loaded["zarc"]["model"].values())).device
 
 
 def do_kill(out: str, victim: int) -> None:
@@ -205,7 +215,9 @@ def do_kill(out: str, victim: int) -> None:
 
 def main() -> None:
     mode, out = sys.argv[1], sys.argv[2]
-    dist.init_process_group("gloo")
+    if DEVICE == "cuda":
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    dist.init_process_group("cpu:gloo,cuda:nccl" if DEVICE == "cuda" else "gloo")
     try:
         if mode == "save":
             do_save(out)
