@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import zarchive
-from zarchive.handlers.pandas_text import dictionary_codes
+from zarchive.handlers.pandas_text import _codes_give_back, dictionary_codes
 from zarchive.nodes import BUILTIN_SCHEMAS
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "spec" / "examples"
@@ -97,6 +97,28 @@ def test_large_columns_are_sampled_first(distinct: int, dictionary: bool) -> Non
         codes, uniques = coded
         assert codes.dtype == np.int16 and len(uniques) == distinct
         assert (uniques[codes[codes >= 0]] == values[codes >= 0]).all() and (codes[::7] == -1).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_strings_that_differ_after_a_nul_keep_their_values(dtype: Any) -> None:
+    """pandas 3.0.0's factorize gives '', '\\x00', 'a' and 'a\\x00b' two codes between them (it compares up
+    to the first NUL): found on the dependency floors. Each value must come back as saved, whichever
+    layout the writer then picks."""
+    s = pd.Series(["", "\x00", "a", "a\x00b", None, "a\x00c"] * 50, dtype=dtype)
+    pd.testing.assert_series_equal(zarchive.read(_saved(s)), s, check_exact=True)
+    values = np.array(s.astype(object).where(s.notna(), None).tolist(), dtype=object)
+    coded = dictionary_codes(values, 50)
+    if coded is not None:
+        codes, uniques = coded
+        assert len(uniques) == 5 and (uniques[codes[codes >= 0]] == values[codes >= 0]).all()
+
+
+def test_codes_that_lose_a_value_are_not_used() -> None:
+    """The check behind the test above, fed the codes pandas 3.0.0 gives: the column is not coded."""
+    values = np.array(["", "\x00", "a", "a\x00b"] * 3, dtype=object)
+    conflated = (np.array([0, 0, 1, 1] * 3), np.array(["", "a"], dtype=object))
+    assert not _codes_give_back(values, *conflated)
+    assert _codes_give_back(values, np.array([0, 1, 2, 3] * 3), values[:4])
 
 
 def test_a_lone_surrogate_in_a_repeated_column_keeps_the_jsonl_layout() -> None:

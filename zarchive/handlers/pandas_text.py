@@ -162,8 +162,18 @@ def dictionary_codes(values: np.ndarray, missing: int) -> tuple[np.ndarray, np.n
     codes, distinct = pd.factorize(values)
     if 2 * len(distinct) > present or int(np.count_nonzero(codes < 0)) != missing:
         return None
+    if not _codes_give_back(values, codes, distinct):
+        return None
     dtype = next(d for d in CODE_DTYPES if len(distinct) - 1 <= np.iinfo(d).max)
     return codes.astype(dtype), distinct
+
+
+def _codes_give_back(values: np.ndarray, codes: np.ndarray, distinct: np.ndarray) -> bool:
+    """Whether the distinct values at `codes` are the column's values, string for string. pandas 3.0.0's
+    factorize compares strings only up to their first NUL character ('a' and 'a\\x00b' get one code);
+    the column then keeps the utf8 layout rather than lose a value. One comparison per row."""
+    present = codes >= 0
+    return bool((distinct[codes[present]] == values[present]).all())
 
 
 def save_dict(
