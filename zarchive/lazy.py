@@ -210,8 +210,8 @@ class PlannedArchive(TreeBrowser):
         """Load the tensor at `path` into `out` (a tensor of its dtype and shape) and return `out`.
         Where `out` is a contiguous CPU tensor, the stored bytes are read and checked straight into
         its memory: no second copy, no memory beside it (loading weights into a model's parameters,
-        or a sharded checkpoint into the tensors DCP gives). Otherwise the tensor is loaded, then
-        copied in. A FormatError when the archive holds something else at `path`."""
+        or a sharded checkpoint into the tensors DCP gives); a contiguous CUDA tensor is filled from
+        pinned host memory they are read into. Otherwise the tensor is loaded, then copied in. A FormatError when the archive holds something else at `path`."""
         plan = self.plan(path)
         ctx = LoadContext(self._registry, self._reader, self._settings, plan=plan, policy=self._policy)
         ctx.path = split_path(path)

@@ -152,12 +152,13 @@ class ZArchiveReader(StorageReader):
 
 
 def _whole_chunk(item: ReadItem, chunk: Chunk, target: torch.Tensor) -> bool:
-    """Whether the item is a whole stored chunk and its target contiguous CPU memory to read it into."""
+    """Whether the item is a whole stored chunk and its target contiguous memory to read it into (on
+    the CPU, or a CUDA device: LazyArchive.load_into reads there through pinned memory)."""
     return (
         all(o == 0 for o in item.storage_offsets)
         and tuple(item.lengths) == chunk.sizes
         and tuple(target.shape) == chunk.sizes
-        and target.device.type == "cpu"
+        and target.device.type in ("cpu", "cuda")
         and target.is_contiguous()
     )
 

@@ -27,6 +27,7 @@ from ..errors import DeviceError, FormatError, SaveError
 from ..nodes.arrays import TensorSchema
 from ..objpath import join_path
 from .base import Handler
+from .torch_device import fill_on_device, read_to_device, uses_pinned_path
 from .torch_types import ST_CODE, ST_TORCH, dtype_from_name, dtype_name, place
 
 ROOT_GROUP_MEMBER = "tensors"
@@ -333,11 +334,13 @@ class TensorHandler(TensorSchema, Handler):
 
     def load_into(self, node: dict[str, Any], ctx: LoadContext, out: Any) -> bool:
         """Read the stored bytes straight into `out` where it is a contiguous CPU tensor of the
-        node's dtype and shape, and the node is a whole stored tensor (not a view of a shared storage)
-        read without map_location or dtype."""
+        node's dtype and shape (on a CUDA device: through pinned host memory, torch_device), and the
+        node is a whole stored tensor (not a view of a shared storage) read without map_location or
+        dtype."""
+        on_gpu = isinstance(out, torch.Tensor) and uses_pinned_path(out.device)
         if (
             not isinstance(out, torch.Tensor)
-            or out.device.type != "cpu"
+            or (out.device.type != "cpu" and not on_gpu)
             or not out.is_contiguous()
             or "view" in node
             or ctx.map_location is not None
@@ -355,8 +358,11 @@ class TensorHandler(TensorSchema, Handler):
         _check_slot(slot, dtype, shape, name, key, ctx)
         if slot.end - slot.begin != out.numel() * out.element_size():
             raise FormatError(f"the member's slot of {key!r} has the wrong size", member=name, path=ctx.path_str)
-        if out.numel():
-            ctx.member_range_into(name, slot.begin, slot.key, out.detach().view(-1).view(torch.uint8).numpy().data)
+        flat = out.detach().view(-1).view(torch.uint8)
+        if on_gpu:
+            fill_on_device(flat, lambda buf: ctx.member_range_into(name, slot.begin, slot.key, buf))
+        elif out.numel():
+            ctx.member_range_into(name, slot.begin, slot.key, flat.numpy().data)
         return True
 
     def _read(
@@ -374,10 +380,26 @@ class TensorHandler(TensorSchema, Handler):
         if not isinstance(name, str):
             raise ctx.error("'$ref' must be a member name")
         slot = _find_slot(name, key, ctx)
-        base = _slot_tensor(name, slot, ctx)
+        if uses_pinned_path(device):  # read for the GPU through pinned memory (torch_device)
+            assert device is not None
+            moved: dict[tuple[str, str, str], torch.Tensor] = ctx.state("torch.moved", dict)
+            where = (name, key, str(device))
+            if where not in moved:
+                raw_bytes = read_to_device(
+                    slot.end - slot.begin, device, lambda buf: ctx.member_range_into(name, slot.begin, slot.key, buf)
+                )
+                st_dtype = ST_TORCH[slot.dtype]
+                moved[where] = (
+                    raw_bytes.view(st_dtype).view(slot.shape)
+                    if raw_bytes.numel()
+                    else (torch.empty(slot.shape, dtype=st_dtype, device=device))
+                )
+            base = moved[where]
+        else:
+            base = _slot_tensor(name, slot, ctx)
         if device is not None and base.device != device:
             # move the stored bytes once, then view them there, so that views still share memory
-            moved: dict[tuple[str, str, str], torch.Tensor] = ctx.state("torch.moved", dict)
+            moved = ctx.state("torch.moved", dict)
             where = (name, key, str(device))
             if where not in moved:
                 moved[where] = _to_device(base, device, node, ctx)
