@@ -27,7 +27,7 @@ from ..errors import DeviceError, FormatError, SaveError
 from ..nodes.arrays import TensorSchema
 from ..objpath import join_path
 from .base import Handler
-from .torch_device import fill_on_device, read_to_device, uses_pinned_path
+from .torch_device import fill_on_device, uses_pinned_path
 from .torch_types import ST_CODE, ST_TORCH, dtype_from_name, dtype_name, place
 
 ROOT_GROUP_MEMBER = "tensors"
@@ -380,26 +380,10 @@ class TensorHandler(TensorSchema, Handler):
         if not isinstance(name, str):
             raise ctx.error("'$ref' must be a member name")
         slot = _find_slot(name, key, ctx)
-        if uses_pinned_path(device):  # read for the GPU through pinned memory (torch_device)
-            assert device is not None
-            moved: dict[tuple[str, str, str], torch.Tensor] = ctx.state("torch.moved", dict)
-            where = (name, key, str(device))
-            if where not in moved:
-                raw_bytes = read_to_device(
-                    slot.end - slot.begin, device, lambda buf: ctx.member_range_into(name, slot.begin, slot.key, buf)
-                )
-                st_dtype = ST_TORCH[slot.dtype]
-                moved[where] = (
-                    raw_bytes.view(st_dtype).view(slot.shape)
-                    if raw_bytes.numel()
-                    else (torch.empty(slot.shape, dtype=st_dtype, device=device))
-                )
-            base = moved[where]
-        else:
-            base = _slot_tensor(name, slot, ctx)
+        base = _slot_tensor(name, slot, ctx)
         if device is not None and base.device != device:
             # move the stored bytes once, then view them there, so that views still share memory
-            moved = ctx.state("torch.moved", dict)
+            moved: dict[tuple[str, str, str], torch.Tensor] = ctx.state("torch.moved", dict)
             where = (name, key, str(device))
             if where not in moved:
                 moved[where] = _to_device(base, device, node, ctx)
