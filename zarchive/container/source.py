@@ -66,13 +66,10 @@ def new_buffer(length: int) -> memoryview:
         return memoryview(bytearray(length))
     if not hasattr(mmap, "MAP_PRIVATE"):  # Windows
         return memoryview(bytearray(length))
-    m = mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE)
-    if length >= 4 << 20 and hasattr(mmap, "MADV_HUGEPAGE"):
-        try:
-            m.madvise(mmap.MADV_HUGEPAGE)  # fewer page faults while the copy fills it
-        except OSError:
-            pass
-    return memoryview(m)
+    # Ordinary pages, not MADV_HUGEPAGE: on the dev VM (Firecracker, THP on madvise) a 2 MB fault was
+    # far dearer than 512 small ones; full reads of the 498 MB "big" state dict took 0.2-0.7 s with
+    # huge pages and 0.14 s without, in the same benchmark loop (2026-11-27).
+    return memoryview(mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE))
 
 
 def _pread_into(fd: int, buf: memoryview, offset: int) -> int:
