@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from test_container import manifest_of, metadata_of
 
 import zarchive
-from zarchive.handlers.torch_tensor import MEMBER_ENTRIES
+from zarchive.handlers.torch_members import MEMBER_ENTRIES
 from zarchive.nodes.tensor_rows import MIN_ROWS
 from zarchive.objpath import join_path
 from zarchive.protocol import FORMAT_VERSION
