@@ -175,7 +175,7 @@ class ChunkedMember:
         """Decoded bytes [begin, end) as a new, writable buffer of the caller's own."""
         if not 0 <= begin <= end <= self.size:
             raise FormatError("range outside the member", member=self.name, path=path)
-        view = new_buffer(end - begin)  # (big ones not zeroed first: every byte is written below)
+        view = new_buffer(end - begin)  # (big ones: huge pages, not zeroed first: every byte is written below)
         self.read_into(begin, view, path=path)
         return view
 

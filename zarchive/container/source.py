@@ -24,7 +24,7 @@ from typing import BinaryIO, Protocol
 
 from ..errors import FormatError, IntegrityError
 
-COPY_MMAP_FROM = 1 << 20  # reads this big go to malloc'd memory that is not zero-filled first
+COPY_MMAP_FROM = 1 << 20  # reads this big go to anonymous mappings (no zero-filling pass)
 PARALLEL_FROM = 64 << 20  # reads this big are split over threads (pread releases the GIL)
 PARALLEL_PART = 32 << 20
 
@@ -61,19 +61,17 @@ def _shrunk(fd: int, offset: int, length: int, size: int) -> SourceChangedError:
 
 
 def new_buffer(length: int) -> memoryview:
-    """Writable memory of our own, not zero-filled first where it is big (every byte is written next).
-
-    Big buffers come from malloc (numpy.empty), like torch's and numpy's own arrays: memory freed by
-    earlier reads is reused without page faults, where fresh anonymous pages fault one by one. On the
-    dev VM a lazy fetch of one 9 MB tensor read into a fresh mapping in 2.1-2.4 ms, into malloc'd
-    memory in about 1 ms (2026-11-27). Ordinary pages, not MADV_HUGEPAGE: there a 2 MB fault was far
-    dearer than 512 small ones (full reads of the 498 MB "big" state dict took 0.2-0.7 s with huge
-    pages, 0.14 s without)."""
+    """Writable memory of our own, not zero-filled first where it is big (fresh anonymous pages)."""
     if length < COPY_MMAP_FROM:
         return memoryview(bytearray(length))
-    import numpy as np  # (here, not at import: `import zarchive` stays free of numpy)
-
-    return memoryview(np.empty(length, dtype=np.uint8))  # type: ignore[arg-type]  # numpy's stubs: no __buffer__ before 3.12
+    if not hasattr(mmap, "MAP_PRIVATE"):  # Windows
+        return memoryview(bytearray(length))
+    # Ordinary pages, not MADV_HUGEPAGE: on the dev VM (Firecracker, THP on madvise) a 2 MB fault was
+    # far dearer than 512 small ones; full reads of the 498 MB "big" state dict took 0.2-0.7 s with
+    # huge pages and 0.14 s without, in the same benchmark loop (2026-11-27). numpy.empty was tried
+    # too (it reuses memory freed by earlier reads, but asks for huge pages on big arrays): full
+    # reads went back to 0.45 s in make bench; a bytearray zero-fills every byte first (0.25 s).
+    return memoryview(mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE))
 
 
 def _pread_into(fd: int, buf: memoryview, offset: int) -> int:
