@@ -252,6 +252,21 @@ def test_ls_shows_the_exports(saved: dict[str, Any]) -> None:
     assert by_member[ONNX]["size"] == sizes["onnx"] and by_member["manifest.json"]["export"] is None
 
 
+def test_show_lists_the_exports_under_the_tree(saved: dict[str, Any]) -> None:
+    """`zarchive show` of the whole archive names each export, its member and size after the tree;
+    under an object path it shows that part of the tree only."""
+    out = _cli("show", str(saved["path"])).splitlines()
+    at = out.index(next(line for line in out if line.startswith("exports (beside the object tree")))
+    listed = out[at + 1 :]
+    with zarchive.open(saved["path"]) as arc:
+        for name, entry in arc.exports.items():
+            line = next(line for line in listed if line.strip().startswith(name))
+            assert entry["member"] in line and ("ONNX" in line if name == "onnx" else "TorchScript" in line)
+    assert len(listed) == 2 and at > 0
+    part = _cli("show", str(saved["path"]), "config")
+    assert "exports (beside" not in part
+
+
 # --- fallbacks, failures, warnings ------------------------------------------------------------------------
 def test_unscriptable_model_is_traced_with_a_recorded_warning(tmp_path: Path) -> None:
     model = UsesConfig(ScaleConfig(3.0))

@@ -138,9 +138,23 @@ def cmd_show(args: Any) -> int:
             return EXIT_OK
         label = show_path(join_path(split_path(objpath)))
         depth = MAX_TREE_DEPTH if args.depth is None else min(args.depth, MAX_TREE_DEPTH)
-        for line in _tree(arc, node, label, depth, args.max_items):
+        lines = _tree(arc, node, label, depth, args.max_items)
+        if not objpath.strip("/"):
+            lines += _export_lines(getattr(arc, "exports", {}))
+        for line in lines:
             print(line)
     return EXIT_OK
+
+
+def _export_lines(exports: dict[str, dict[str, Any]]) -> list[str]:
+    """Under the tree of the whole archive: the model's exports, which stand beside the object tree."""
+    if not exports:
+        return []
+    out = ["exports (beside the object tree; `zarchive extract` unpacks them, arc.export_bytes(name) reads one):"]
+    for name, e in exports.items():
+        opset = f", opset {e['opset']}" if isinstance(e.get("opset"), int) else ""
+        out.append(f"  {name}  {e.get('member')} ({human_size(e.get('size'))}{opset}): {_EXPORTS.get(name, 'export')}")
+    return out
 
 
 def _tree(arc: Any, root: Any, label: str, max_depth: int, max_items: int) -> list[str]:
