@@ -346,6 +346,22 @@ def test_command_line_on_foreign_files(model_file: Path, tmp_path: Path) -> None
     assert not (tmp_path / "pwned").exists()
 
 
+def test_extract_of_a_foreign_file_says_what_to_do(model_file: Path, tmp_path: Path) -> None:
+    """extract unpacks an archive's members: on a torch.save, safetensors or npz file it names the
+    file's kind and the commands that work (show, convert), writes nothing and exits 2; after
+    convert, extract unpacks the archive."""
+    st = tmp_path / "m.safetensors"
+    save_file({"w": torch.ones(2, 2)}, st)
+    np.savez(tmp_path / "z.npz", x=np.arange(3))
+    for path, kind in ((model_file, "torch.save"), (st, "safetensors"), (tmp_path / "z.npz", "npz")):
+        out = run_cli("extract", str(path), str(tmp_path / "out"))
+        assert out.returncode == 2 and f"is a {kind} file, not a zarchive" in out.stderr, out.stderr
+        assert "zarchive convert" in out.stderr and not (tmp_path / "out").exists()
+    assert run_cli("convert", str(st), str(tmp_path / "m.zarc")).returncode == 0
+    out = run_cli("extract", str(tmp_path / "m.zarc"), str(tmp_path / "out"))
+    assert out.returncode == 0 and (tmp_path / "out" / "manifest.json").exists(), out.stderr
+
+
 JUNK: list[Any] = [None, True, -1, 2**70, 1.5, "", "x", [], [-1], [[]], {}, {"$type": "int"}, "archive/data/0"]
 
 

@@ -16,6 +16,7 @@ from .common import (
     CliError,
     check_file,
     import_modules,
+    open_archive,
     show_path,
     walk_refs,
 )
@@ -52,6 +53,26 @@ def cmd_verify(args: Any) -> int:
 
 
 # --- extract ---
+def _refuse_foreign(path: str) -> None:
+    """A CliError saying what to do when `path`, which is not a zarchive, is a file zarchive reads
+    (torch.save, safetensors, numpy): extract unpacks archives' members, such files have none."""
+    from ..foreign import ForeignArchive
+
+    try:
+        arc = open_archive(path)
+    except ZArchiveError:
+        return  # (the archive reader's error, raised by the caller, says what is wrong)
+    with arc:
+        if not isinstance(arc, ForeignArchive):
+            return
+        kind = arc.manifest.get("format", arc.format)
+    raise CliError(
+        f"{path} is a {kind} file, not a zarchive: extract unpacks an archive's members. "
+        f"`zarchive show {path}` lists what it holds; `zarchive convert {path} out.zarc` makes an archive of it "
+        "(its tensors in .safetensors members), which extract then unpacks"
+    )
+
+
 def _member_source(path: str) -> tuple[list[tuple[str, str, int]], Any, Any]:
     """[(member, file name to write, bytes it holds)], a function giving a member's plain bytes (not
     kept after it is returned), and a closer."""
@@ -67,6 +88,10 @@ def _member_source(path: str) -> tuple[list[tuple[str, str, int]], Any, Any]:
             zz = ZanjZip(source, max_member_bytes=4 << 30)
             return [(n, n, info.file_size) for n, info in zz.members.items()], lambda n: zz.read(n), zz.close
         reader = ArchiveReader(source)
+    except ZArchiveError:
+        source.close()
+        _refuse_foreign(path)
+        raise
     except BaseException:
         source.close()
         raise
