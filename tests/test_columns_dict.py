@@ -24,6 +24,9 @@ from zarchive.nodes import BUILTIN_SCHEMAS
 EXAMPLES = Path(__file__).resolve().parent.parent / "spec" / "examples"
 TEXT = st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=12)
 DTYPES = ["str", "string", "object", pd.StringDtype("python", na_value=np.nan)]
+# pandas' "str" without pyarrow installed: python storage, which the dictionary layout is for (columns
+# stored by pyarrow are written from their own Arrow buffers, in the utf8 layout)
+STR = pd.StringDtype("python", na_value=np.nan)
 
 
 def layout_of(obj: Any, **settings: Any) -> tuple[str, dict[str, Any]]:
@@ -70,17 +73,17 @@ def _saved(obj: Any, **settings: Any) -> bytes:
 
 
 def test_the_writer_picks_a_dictionary_only_where_it_pays() -> None:
-    repeated = pd.Series(pd.array(["a", None, "é", "b"] * 300, dtype="str"))
+    repeated = pd.Series(pd.array(["a", None, "é", "b"] * 300, dtype=STR))
     layout, node = layout_of(repeated)
     assert layout == "dict" and node["count"] == 3 and node["codes"]["dtype"] == "|i1"
     assert "valid" not in node and "mask" not in node
-    distinct = pd.Series(pd.array([f"v{i}" for i in range(1200)], dtype="str"))
+    distinct = pd.Series(pd.array([f"v{i}" for i in range(1200)], dtype=STR))
     assert layout_of(distinct)[0] == "utf8"
-    half = pd.Series(pd.array([f"v{i // 2}" for i in range(1200)], dtype="str"))  # 600 distinct: half
+    half = pd.Series(pd.array([f"v{i // 2}" for i in range(1200)], dtype=STR))  # 600 distinct: half
     assert layout_of(half)[0] == "dict"
-    over = pd.Series(pd.array([f"v{i // 2}" for i in range(1201)], dtype="str"))  # 601 distinct of 1201
+    over = pd.Series(pd.array([f"v{i // 2}" for i in range(1201)], dtype=STR))  # 601 distinct of 1201
     assert layout_of(over)[0] == "utf8"
-    wide = pd.Series(pd.array([f"v{i % 300}" for i in range(1200)], dtype="str"))
+    wide = pd.Series(pd.array([f"v{i % 300}" for i in range(1200)], dtype=STR))
     assert layout_of(wide)[1]["codes"]["dtype"] == "<i2"
 
 
@@ -160,7 +163,7 @@ def test_the_spec_recipe_reads_a_dict_column_with_numpy_alone(tmp_path: Path) ->
 
 # --- bad files ------------------------------------------------------------------------------------------
 def _dict_file(tmp_path: Path) -> tuple[Path, Any]:
-    s = pd.Series(pd.array(["a", None, "b", "c"] * 100, dtype="str"))
+    s = pd.Series(pd.array(["a", None, "b", "c"] * 100, dtype=STR))
     zarchive.save({"s": s}, tmp_path / "ok.zarc", durable=False)
     return tmp_path / "ok.zarc", unpack((tmp_path / "ok.zarc").read_bytes())
 
@@ -211,11 +214,11 @@ def test_a_dictionary_with_duplicates_reads_as_its_values(tmp_path: Path) -> Non
     node["codes"] = _codes([3, -1, 1, 2] * 100, "|i1")
     (tmp_path / "dup.zarc").write_bytes(pack(parts))
     back = zarchive.read(tmp_path / "dup.zarc")["s"]
-    pd.testing.assert_series_equal(back, pd.Series(pd.array(["a", None, "b", "c"] * 100, dtype="str")))
+    pd.testing.assert_series_equal(back, pd.Series(pd.array(["a", None, "b", "c"] * 100, dtype=STR)))
 
 
 def test_the_planner_counts_a_dictionary_columns_rows(tmp_path: Path) -> None:
-    s = pd.Series(pd.array(["a", "b"] * 200_000, dtype="str"))
+    s = pd.Series(pd.array(["a", "b"] * 200_000, dtype=STR))
     zarchive.save({"s": s}, tmp_path / "t.zarc", durable=False)
     with pytest.raises(zarchive.UnsafeArchiveError, match="over max_read_bytes"):
         zarchive.read(tmp_path / "t.zarc", max_read_bytes=1_000_000)

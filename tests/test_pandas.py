@@ -227,7 +227,10 @@ COLUMN_KINDS: dict[str, Any] = {
     "object-str": lambda n, r: np.array(_strings(n, r, True), dtype=object),
     "object-str-nan": lambda n, r: np.array([math.nan if x is None else x for x in _strings(n, r, False)], dtype=object),
     "object-str-none-and-nan": lambda n, r: np.array(["a", None, math.nan] * (n // 3) + ["b"] * (n % 3), dtype=object),
-    "str-surrogates": lambda n, r: pd.array([f"x\ud800{i}" if i % 2 else None for i in range(n)], dtype="str"),
+    # "str" as pandas makes it without pyarrow (pyarrow's strings cannot hold a lone surrogate)
+    "str-surrogates": lambda n, r: pd.array(
+        [f"x\ud800{i}" if i % 2 else None for i in range(n)], dtype=pd.StringDtype("python", na_value=np.nan)
+    ),
     "object-str-surrogates": lambda n, r: np.array([f"\udfff{i}" for i in range(n)], dtype=object),
     **{f"category-{k}": partial(_categorical, k) for k in ["str", "int-ordered", "datetime", "object"]},
     **{f"datetime64[{u}]": partial(_datetimes, u) for u in ["s", "ms", "us", "ns"]},
@@ -295,9 +298,11 @@ def test_text_columns_take_the_string_layout(tmp_path: Path, kind: str, layout: 
 
 @pytest.mark.parametrize("kind", [k for k in COLUMN_KINDS if k not in ("float16",)])
 def test_index_of_each_dtype_round_trips(tmp_path: Path, kind: str) -> None:
-    idx = pd.Index(make_column(kind, 9, seed=1), name="labels")
+    values = make_column(kind, 9, seed=1)
     if kind.startswith("object"):
-        idx = pd.Index(make_column(kind, 9, seed=1), name="labels", dtype=object)
+        idx = pd.Index(values, name="labels", dtype=object)
+    else:
+        idx = pd.Index(values, name="labels")
     zarchive.save({"idx": idx}, tmp_path / "i.zarc", **SMALL)
     assert_index_same(idx, zarchive.read(tmp_path / "i.zarc")["idx"])
 
