@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 import struct
 from collections.abc import Iterator
 from typing import Any
@@ -113,6 +114,7 @@ def parse_header(
 
 
 MAX_DTYPE_TEXT = 64
+_DEPRECATED_ALIAS = re.compile(r"[<>|=]?a[0-9]*")
 
 
 def dtype_from_text(text: str, *, member: str | None = None, path: str | None = None) -> np.dtype[Any]:
@@ -121,6 +123,8 @@ def dtype_from_text(text: str, *, member: str | None = None, path: str | None = 
     SyntaxError and more on junk: every failure is a FormatError."""
     if len(text) > MAX_DTYPE_TEXT:
         raise FormatError(f"dtype text of {len(text)} characters is too long", member=member, path=path)
+    if _DEPRECATED_ALIAS.fullmatch(text):  # numpy 2 warns on it (and will refuse it); numpy.save writes 'S'
+        raise FormatError(f"bad dtype {text!r}: the deprecated alias of 'S'", member=member, path=path)
     try:
         return np.dtype(text)
     except Exception as e:  # noqa: BLE001 - whatever numpy's parsers raise on text from a file
