@@ -181,7 +181,11 @@ def test_string_arrays_are_the_same_with_the_compat_probe_off(tmp_path: Path, pr
 def test_pyarrow_strings_adopt_the_columns_buffers(tmp_path: Path) -> None:
     pytest.importorskip("pyarrow")
     for dtype in ("str", pd.StringDtype("pyarrow", na_value=pd.NA)):
-        s = pd.Series(["a", None, "é日本", ""] * 300, dtype=dtype)
+        # all distinct (repeated values take the dict layout: test_columns_dict.py)
+        s = pd.Series(
+            [None if i % 7 == 0 else f"é日本{i}" if i % 3 else "" if i == 1 else f"a{i}" for i in range(1200)],
+            dtype=dtype,
+        )
         df = pd.DataFrame({"t": s, "sliced": s.iloc[5:1205].reset_index(drop=True)})
         zarchive.save(df, tmp_path / "a.zarc", durable=False)
         with zarchive.open(tmp_path / "a.zarc") as arc:

@@ -223,3 +223,56 @@ def test_the_planner_counts_a_dictionary_columns_rows(tmp_path: Path) -> None:
     with pytest.raises(zarchive.UnsafeArchiveError, match="over max_read_bytes"):
         zarchive.read(tmp_path / "t.zarc", max_read_bytes=1_000_000)
     pd.testing.assert_series_equal(zarchive.read(tmp_path / "t.zarc", max_read_bytes=20_000_000)["s"], s)
+
+
+@pytest.mark.parametrize("na_value", [np.nan, pd.NA], ids=["str", "string"])
+def test_arrow_backed_text_is_coded_by_arrow_and_read_back_by_it(na_value: Any) -> None:
+    """With pyarrow installed (pandas' default `str` is then Arrow-backed), repeated text is written
+    as the same dict layout, coded by Arrow's hash table, and read back decoded by Arrow into an
+    Arrow-backed array; all-distinct text keeps the utf8 layout."""
+    pytest.importorskip("pyarrow")
+    dtype = pd.StringDtype("pyarrow", na_value=na_value)
+    s = pd.Series(pd.array(["a", None, "é", "b", "a\x00b", ""] * 300, dtype=dtype))
+    layout, node = layout_of(s)
+    assert layout == "dict" and node["storage"] == "pyarrow" and node["count"] == 5 and node["codes"]["dtype"] == "|i1"
+    back = zarchive.read(_saved({"s": s}))["s"]
+    assert type(back.array) is type(s.array) and back.dtype == s.dtype
+    pd.testing.assert_series_equal(back, s, check_exact=True)
+    distinct = pd.Series(pd.array([f"v{i}" for i in range(1200)], dtype=dtype))
+    assert layout_of(distinct)[0] == "utf8"
+    big = pd.Series(pd.array(np.char.add("w", (np.arange(200_000) % 1000).astype("U4")), dtype=dtype))
+    assert layout_of(big)[0] == "dict"  # decided on a sample first, as for python storage
+    pd.testing.assert_series_equal(zarchive.read(_saved({"s": big}))["s"], big)
+
+
+def test_an_arrow_backed_read_refuses_a_dictionary_that_is_not_utf8(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    s = pd.Series(pd.array(["ab", "cd"] * 1000, dtype=pd.StringDtype("pyarrow", na_value=np.nan)))
+    path = tmp_path / "a.zarc"
+    zarchive.save({"s": s}, path, compress=False)
+    with zarchive.open(path) as arc:
+        member = arc.node("s")["values"]["$ref"]
+    raw = bytearray(path.read_bytes())
+    at = raw.find(b"abcd")
+    assert at > 0
+    raw[at : at + 2] = b"\xff\xfe"
+    with pytest.raises(zarchive.ZArchiveError) as err:
+        zarchive.ZArchive(verify=False).read(bytes(raw))
+    assert err.value.member == member
+
+
+def test_a_long_value_repeated_over_many_rows_is_not_copied_into_every_row(tmp_path: Path) -> None:
+    """Arrow text gives every row its own copy of its value: a few long values over many rows would
+    cost rows x length. Where that is over the read's budget, the column comes back in python storage
+    (rows sharing one string per value) with a warning, its values intact."""
+    pytest.importorskip("pyarrow")
+    dtype = pd.StringDtype("pyarrow", na_value=np.nan)
+    s = pd.Series(pd.array(["x" * 10_000, "y" * 10_000] * 5_000, dtype=dtype))  # 100 MB as Arrow text
+    path = tmp_path / "long.zarc"
+    zarchive.save({"s": s}, path)
+    assert path.stat().st_size < 200_000
+    with pytest.warns(UserWarning, match="loaded with python storage"):
+        back = zarchive.ZArchive(max_read_bytes=20_000_000).read(path)["s"]
+    assert back.dtype == pd.StringDtype("python", na_value=np.nan)
+    assert back.tolist() == s.tolist() and back.iloc[0] is back.iloc[2]
+    assert zarchive.read(path)["s"].dtype == dtype  # within the default budget: Arrow text

@@ -35,7 +35,7 @@ from ..container.utf8_column import decode_utf8
 from ..context import LoadContext, Node, SaveContext
 from ..nodes.tables import PandasArraySchema
 from .base import Handler, expect
-from .pandas_arrow import arrow_buffers, arrow_strings
+from .pandas_arrow import arrow_buffers, arrow_dict_strings, arrow_dictionary, arrow_strings
 from .pandas_scalars import check_freq, check_unit, tz_fields, tz_from
 from .pandas_text import (
     decode_strings,
@@ -144,9 +144,13 @@ class PandasArrayHandler(PandasArraySchema, Handler):
             raise ctx.error(problem)
         if isinstance(dtype, pd.StringDtype):
             extra = {"storage": dtype.storage, "na_value": "NA" if dtype.na_value is pd.NA else "nan"}
-            buffers = arrow_buffers(arr) if len(arr) > ctx.settings.external_list_threshold else None
+            big = len(arr) > ctx.settings.external_list_threshold
+            fields = {k: v for k, v in head.items() if k != "$type"} | extra
+            coded = arrow_dictionary(arr) if big else None
+            if coded is not None:  # pyarrow storage whose values repeat: a dictionary made by Arrow
+                return save_dict(self.name, fields, *coded, ctx)
+            buffers = arrow_buffers(arr) if big else None
             if buffers is not None:  # pyarrow storage: the array's own offsets and data
-                fields = {k: v for k, v in head.items() if k != "$type"} | extra
                 return save_utf8_buffers(self.name, fields, *buffers, ctx)
             mask = np.asarray(arr.isna(), dtype=bool)
             values = pandas_compat.string_object_values(arr)  # python storage: the object array itself
@@ -285,6 +289,11 @@ class PandasArrayHandler(PandasArraySchema, Handler):
     def _load_strings(self, node: dict[str, Any], length: int, ctx: LoadContext) -> Any:
         dtype, na = _string_dtype(node, ctx)
         if node["layout"] == "dict":
+            if dtype is not None and dtype.storage == "pyarrow":
+                arrow = self._arrow_dict(node, length, dtype, ctx)
+                if arrow is not None:
+                    return arrow
+                dtype = pd.StringDtype("python", na_value=na)
             out = _dict_values(node, length, na, ctx)
         else:
             if node["layout"] == "utf8":
@@ -302,6 +311,22 @@ class PandasArrayHandler(PandasArraySchema, Handler):
         if dtype.storage == "python":  # every item is a str the reader made, or the missing value
             return pandas_compat.string_array_unchecked(out, dtype)
         return pd.array(out, dtype=dtype)
+
+    def _arrow_dict(self, node: dict[str, Any], length: int, dtype: pd.StringDtype, ctx: LoadContext) -> Any:
+        """A "dict" column for pyarrow storage, decoded by Arrow; None where the decoded text (every
+        row's own copy of its value) would not fit the read's budget: the rows then share one Python
+        string per value, in python storage (a recoverable mismatch), as a dictionary costs nothing
+        per row there. A few long values repeated over many rows must not cost rows x length."""
+        offsets, data, codes = dict_parts(node, ctx, length)
+        decoded = int(np.diff(offsets)[codes[codes >= 0]].sum()) + 8 * length
+        budget = getattr(ctx.archive, "budget", None)
+        if budget is not None and decoded + ctx.plan.nbytes + budget.json_bytes > budget.limit:
+            ctx.mismatch(
+                f"strings saved with pyarrow storage are loaded with python storage: as Arrow text they "
+                f"would take {decoded:,} bytes, over the read's budget (max_read_bytes)"
+            )
+            return None
+        return arrow_dict_strings(offsets, data, codes, dtype, member=node["$ref"])
 
     def _strings_present(self, node: dict[str, Any], length: int, ctx: LoadContext) -> tuple[Any, list[str]]:
         count = expect(node, "count", int, ctx)

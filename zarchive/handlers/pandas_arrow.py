@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import FormatError
+from .pandas_text import sample_repeats, sample_rows, smallest_codes
 
 
 def _pyarrow() -> Any:
@@ -55,13 +56,67 @@ def arrow_buffers(arr: Any) -> tuple[np.ndarray, bytes, np.ndarray | None] | Non
     pa = _pyarrow()
     if pa is None:
         return None
-    whole = pa.array(arr)
-    if isinstance(whole, pa.ChunkedArray):
-        whole = whole.combine_chunks()
-    whole = whole.cast(pa.large_string())
+    whole = _whole(arr, pa).cast(pa.large_string())
     _, off_buf, data_buf = whole.buffers()
     offsets = np.frombuffer(off_buf, dtype=np.int64)[whole.offset : whole.offset + len(whole) + 1]
     start, end = int(offsets[0]), int(offsets[-1])
     valid = None if whole.null_count == 0 else np.asarray(whole.is_valid())
     data = b"" if data_buf is None else memoryview(data_buf)[start:end].tobytes()
     return offsets - start, data, valid
+
+
+def _whole(arr: Any, pa: Any) -> Any:
+    """The pyarrow-storage string array as one Arrow array (chunks combined)."""
+    whole = pa.array(arr)
+    return whole.combine_chunks() if isinstance(whole, pa.ChunkedArray) else whole
+
+
+def arrow_dictionary(arr: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """(codes, distinct values) of a pyarrow-storage string array whose values repeat, as
+    `pandas_text.dictionary_codes` gives them for python storage (codes of the smallest integer
+    type, -1 where missing; the values in order of first appearance); None when a dictionary does
+    not pay, the array is not one, or pyarrow is missing. Arrow's own hash table does the work."""
+    if not isinstance(getattr(arr, "dtype", None), pd.StringDtype) or arr.dtype.storage != "pyarrow":
+        return None
+    pa = _pyarrow()
+    if pa is None:
+        return None
+    whole = _whole(arr, pa)
+    present = len(whole) - whole.null_count
+    if present < 2:
+        return None
+    rows = sample_rows(len(whole))
+    if rows is not None:
+        sample = whole.take(pa.array(rows)).dictionary_encode()
+        if not sample_repeats(sample.indices.fill_null(-1).to_numpy(zero_copy_only=False), present):
+            return None
+    encoded = whole.dictionary_encode()
+    if 2 * len(encoded.dictionary) > present:
+        return None
+    codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+    distinct = np.empty(len(encoded.dictionary), dtype=object)
+    distinct[:] = encoded.dictionary.to_pylist()
+    return smallest_codes(codes, len(distinct)), distinct
+
+
+def arrow_dict_strings(
+    offsets: np.ndarray, data: memoryview, codes: np.ndarray, dtype: pd.StringDtype, *, member: str
+) -> Any:
+    """A pyarrow-storage string array of a "dict" column (its dictionary's checked offsets and data,
+    and codes already checked to lie in -1..count-1), decoded by pyarrow; None without pyarrow or for
+    python storage."""
+    if dtype.storage != "pyarrow":
+        return None
+    pa = _pyarrow()
+    if pa is None:
+        return None
+    count = len(offsets) - 1
+    off = np.ascontiguousarray(offsets, dtype=np.int64)
+    dictionary = pa.LargeStringArray.from_buffers(count, pa.py_buffer(off), pa.py_buffer(data))
+    try:
+        dictionary.validate(full=True)
+    except pa.ArrowInvalid as e:
+        raise FormatError(f"not a valid Arrow string column: {e}", member=member) from None
+    indices = pa.array(codes.astype(np.int64, copy=False), mask=codes < 0)
+    decoded = pa.DictionaryArray.from_arrays(indices, dictionary).cast(pa.large_string())
+    return pd.arrays.ArrowStringArray(decoded, dtype=dtype)

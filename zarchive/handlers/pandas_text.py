@@ -150,22 +150,39 @@ def dictionary_codes(values: np.ndarray, missing: int) -> tuple[np.ndarray, np.n
     present = n - missing
     if present < 2:
         return None
-    size = max(_SAMPLE_ROWS, math.isqrt(256 * n))  # about 100 equal pairs or more at the threshold
-    if n > 4 * size:
-        rows = np.unique(np.random.default_rng(0).integers(0, n, size))
+    rows = sample_rows(n)
+    if rows is not None:
         sample_codes, _ = pd.factorize(values[rows])
-        counts = np.bincount(sample_codes[sample_codes >= 0])
-        seen = int(counts.sum())
-        pairs = int((counts * (counts - 1)).sum()) // 2
-        if pairs == 0 or seen * (seen - 1) // 2 > pairs * (present // 2):
+        if not sample_repeats(sample_codes, present):
             return None
     codes, distinct = pd.factorize(values)
     if 2 * len(distinct) > present or int(np.count_nonzero(codes < 0)) != missing:
         return None
     if not _codes_give_back(values, codes, distinct):
         return None
-    dtype = next(d for d in CODE_DTYPES if len(distinct) - 1 <= np.iinfo(d).max)
-    return codes.astype(dtype), distinct
+    return smallest_codes(codes, len(distinct)), distinct
+
+
+def sample_rows(n: int) -> np.ndarray | None:
+    """The rows of a column of `n` to try a dictionary on first (fixed seed: the same column is written
+    the same way); None when the column is small enough to factorize whole."""
+    size = max(_SAMPLE_ROWS, math.isqrt(256 * n))  # about 100 equal pairs or more at the threshold
+    return np.unique(np.random.default_rng(0).integers(0, n, size)) if n > 4 * size else None
+
+
+def sample_repeats(sample_codes: np.ndarray, present: int) -> bool:
+    """Whether the sample's codes (-1: missing) promise at most `present // 2` distinct values: the
+    pairs of sampled rows holding equal values estimate the chance that two rows are equal, whose
+    inverse is at most the number of distinct values."""
+    counts = np.bincount(sample_codes[sample_codes >= 0])
+    seen = int(counts.sum())
+    pairs = int((counts * (counts - 1)).sum()) // 2
+    return not (pairs == 0 or seen * (seen - 1) // 2 > pairs * (present // 2))
+
+
+def smallest_codes(codes: np.ndarray, count: int) -> np.ndarray:
+    """`codes` as the smallest of CODE_DTYPES that holds 0..count-1 (and -1)."""
+    return codes.astype(next(d for d in CODE_DTYPES if count - 1 <= np.iinfo(d).max))
 
 
 def _codes_give_back(values: np.ndarray, codes: np.ndarray, distinct: np.ndarray) -> bool:
