@@ -27,15 +27,13 @@ def _pyarrow() -> Any:
     return pyarrow
 
 
-def arrow_strings(
-    offsets: np.ndarray, data: memoryview, valid: np.ndarray | None, dtype: pd.StringDtype, *, member: str
-) -> Any:
-    """A pyarrow-storage string array over the column's own buffers, or None without pyarrow."""
-    if dtype.storage != "pyarrow":
-        return None
-    pa = _pyarrow()
-    if pa is None:
-        return None
+def _pyarrow_for(dtype: pd.StringDtype) -> Any:
+    """pyarrow, where `dtype` is pyarrow storage and pyarrow is installed; else None."""
+    return _pyarrow() if dtype.storage == "pyarrow" else None
+
+
+def _checked_strings(pa: Any, offsets: np.ndarray, data: memoryview, valid: np.ndarray | None, member: str) -> Any:
+    """An Arrow `large_string` array over the given buffers, checked by pyarrow in full."""
     length = len(offsets) - 1
     bitmap = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
     nulls = 0 if valid is None else int(length - np.count_nonzero(valid))
@@ -45,7 +43,17 @@ def arrow_strings(
         arr.validate(full=True)
     except pa.ArrowInvalid as e:
         raise FormatError(f"not a valid Arrow string column: {e}", member=member) from None
-    return pd.arrays.ArrowStringArray(arr, dtype=dtype)
+    return arr
+
+
+def arrow_strings(
+    offsets: np.ndarray, data: memoryview, valid: np.ndarray | None, dtype: pd.StringDtype, *, member: str
+) -> Any:
+    """A pyarrow-storage string array over the column's own buffers, or None without pyarrow."""
+    pa = _pyarrow_for(dtype)
+    if pa is None:
+        return None
+    return pd.arrays.ArrowStringArray(_checked_strings(pa, offsets, data, valid, member), dtype=dtype)
 
 
 def arrow_buffers(arr: Any) -> tuple[np.ndarray, bytes, np.ndarray | None] | None:
@@ -105,18 +113,10 @@ def arrow_dict_strings(
     """A pyarrow-storage string array of a "dict" column (its dictionary's checked offsets and data,
     and codes already checked to lie in -1..count-1), decoded by pyarrow; None without pyarrow or for
     python storage."""
-    if dtype.storage != "pyarrow":
-        return None
-    pa = _pyarrow()
+    pa = _pyarrow_for(dtype)
     if pa is None:
         return None
-    count = len(offsets) - 1
-    off = np.ascontiguousarray(offsets, dtype=np.int64)
-    dictionary = pa.LargeStringArray.from_buffers(count, pa.py_buffer(off), pa.py_buffer(data))
-    try:
-        dictionary.validate(full=True)
-    except pa.ArrowInvalid as e:
-        raise FormatError(f"not a valid Arrow string column: {e}", member=member) from None
+    dictionary = _checked_strings(pa, offsets, data, None, member)
     indices = pa.array(codes.astype(np.int64, copy=False), mask=codes < 0)
     decoded = pa.DictionaryArray.from_arrays(indices, dictionary).cast(pa.large_string())
     return pd.arrays.ArrowStringArray(decoded, dtype=dtype)
