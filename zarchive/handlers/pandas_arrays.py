@@ -35,9 +35,10 @@ from ..container.utf8_column import decode_utf8
 from ..context import LoadContext, Node, SaveContext
 from ..nodes.tables import PandasArraySchema
 from .base import Handler, expect
-from .pandas_arrow import arrow_buffers, arrow_dict_strings, arrow_dictionary, arrow_strings
+from .pandas_arrow import arrow_buffers, arrow_column, arrow_dict_strings, arrow_dictionary, arrow_strings
 from .pandas_scalars import check_freq, check_unit, tz_fields, tz_from
 from .pandas_text import (
+    DictParts,
     decode_strings,
     dict_parts,
     dictionary_codes,
@@ -144,14 +145,13 @@ class PandasArrayHandler(PandasArraySchema, Handler):
             raise ctx.error(problem)
         if isinstance(dtype, pd.StringDtype):
             extra = {"storage": dtype.storage, "na_value": "NA" if dtype.na_value is pd.NA else "nan"}
-            big = len(arr) > ctx.settings.external_list_threshold
-            fields = {k: v for k, v in head.items() if k != "$type"} | extra
-            coded = arrow_dictionary(arr) if big else None
-            if coded is not None:  # pyarrow storage whose values repeat: a dictionary made by Arrow
-                return save_dict(self.name, fields, *coded, ctx)
-            buffers = arrow_buffers(arr) if big else None
-            if buffers is not None:  # pyarrow storage: the array's own offsets and data
-                return save_utf8_buffers(self.name, fields, *buffers, ctx)
+            column = arrow_column(arr) if len(arr) > ctx.settings.external_list_threshold else None
+            if column is not None:  # pyarrow storage
+                fields = {k: v for k, v in head.items() if k != "$type"} | extra
+                coded = arrow_dictionary(column)
+                if coded is not None:  # values that repeat: a dictionary made by Arrow
+                    return save_dict(self.name, fields, *coded, ctx)
+                return save_utf8_buffers(self.name, fields, *arrow_buffers(column), ctx)  # its own buffers
             mask = np.asarray(arr.isna(), dtype=bool)
             values = pandas_compat.string_object_values(arr)  # python storage: the object array itself
             if values is None:
@@ -289,12 +289,13 @@ class PandasArrayHandler(PandasArraySchema, Handler):
     def _load_strings(self, node: dict[str, Any], length: int, ctx: LoadContext) -> Any:
         dtype, na = _string_dtype(node, ctx)
         if node["layout"] == "dict":
+            parts = dict_parts(node, ctx, length)
             if dtype is not None and dtype.storage == "pyarrow":
-                arrow = self._arrow_dict(node, length, dtype, ctx)
+                arrow = self._arrow_dict(node, parts, length, dtype, ctx)
                 if arrow is not None:
                     return arrow
                 dtype = pd.StringDtype("python", na_value=na)
-            out = _dict_values(node, length, na, ctx)
+            out = _dict_values(parts, na, node["$ref"])
         else:
             if node["layout"] == "utf8":
                 offsets, data, valid = utf8_parts(node, ctx, length)
@@ -312,12 +313,14 @@ class PandasArrayHandler(PandasArraySchema, Handler):
             return pandas_compat.string_array_unchecked(out, dtype)
         return pd.array(out, dtype=dtype)
 
-    def _arrow_dict(self, node: dict[str, Any], length: int, dtype: pd.StringDtype, ctx: LoadContext) -> Any:
+    def _arrow_dict(
+        self, node: dict[str, Any], parts: DictParts, length: int, dtype: pd.StringDtype, ctx: LoadContext
+    ) -> Any:
         """A "dict" column for pyarrow storage, decoded by Arrow; None where the decoded text (every
         row's own copy of its value) would not fit the read's budget: the rows then share one Python
         string per value, in python storage (a recoverable mismatch), as a dictionary costs nothing
         per row there. A few long values repeated over many rows must not cost rows x length."""
-        offsets, data, codes = dict_parts(node, ctx, length)
+        offsets, data, codes = parts
         decoded = int(np.diff(offsets)[codes[codes >= 0]].sum()) + 8 * length
         budget = getattr(ctx.archive, "budget", None)
         if budget is not None and decoded + ctx.plan.nbytes + budget.json_bytes > budget.limit:
@@ -345,15 +348,15 @@ class PandasArrayHandler(PandasArraySchema, Handler):
         return mask, present
 
 
-def _dict_values(node: dict[str, Any], length: int, na: Any, ctx: LoadContext) -> np.ndarray:
-    """The object array of a "dict" text column: each distinct string made once, every row a
-    reference to its value, `na` where the code is -1 (codes checked by dict_parts). pandas' `take`
-    copies the references in a typed loop (about twice numpy's speed on object arrays)."""
-    offsets, data, codes = dict_parts(node, ctx, length)
+def _dict_values(parts: DictParts, na: Any, member: str) -> np.ndarray:
+    """The object array of a "dict" text column (its checked parts): each distinct string made once,
+    every row a reference to its value, `na` where the code is -1. pandas' `take` copies the
+    references in a typed loop (about twice numpy's speed on object arrays)."""
+    offsets, data, codes = parts
     distinct = np.empty(len(offsets) - 1, dtype=object)
-    distinct[:] = decode_utf8(offsets, data, len(distinct), member=node["$ref"])
+    distinct[:] = decode_utf8(offsets, data, len(distinct), member=member)
     out = pd.api.extensions.take(distinct, codes, allow_fill=True, fill_value=np.nan if na is None else na)
-    if na is None and length:  # take fills with NaN when asked for None
+    if na is None and len(codes):  # take fills with NaN when asked for None
         out[codes < 0] = None
     return out
 

@@ -56,15 +56,22 @@ def arrow_strings(
     return pd.arrays.ArrowStringArray(_checked_strings(pa, offsets, data, valid, member), dtype=dtype)
 
 
-def arrow_buffers(arr: Any) -> tuple[np.ndarray, bytes, np.ndarray | None] | None:
-    """(int64 offsets from 0, data, validity or None) of a pyarrow-storage string array; None when the
-    array is not one or pyarrow is missing."""
+def arrow_column(arr: Any) -> Any:
+    """A pyarrow-storage string array as one Arrow array (chunks combined), through pyarrow's public
+    `pa.array(...)`; None when the array is not one or pyarrow is missing."""
     if not isinstance(getattr(arr, "dtype", None), pd.StringDtype) or arr.dtype.storage != "pyarrow":
         return None
     pa = _pyarrow()
     if pa is None:
         return None
-    whole = _whole(arr, pa).cast(pa.large_string())
+    whole = pa.array(arr)
+    return whole.combine_chunks() if isinstance(whole, pa.ChunkedArray) else whole
+
+
+def arrow_buffers(column: Any) -> tuple[np.ndarray, bytes, np.ndarray | None]:
+    """(int64 offsets from 0, data, validity or None) of an `arrow_column`."""
+    pa = _pyarrow()
+    whole = column.cast(pa.large_string())
     _, off_buf, data_buf = whole.buffers()
     offsets = np.frombuffer(off_buf, dtype=np.int64)[whole.offset : whole.offset + len(whole) + 1]
     start, end = int(offsets[0]), int(offsets[-1])
@@ -73,32 +80,21 @@ def arrow_buffers(arr: Any) -> tuple[np.ndarray, bytes, np.ndarray | None] | Non
     return offsets - start, data, valid
 
 
-def _whole(arr: Any, pa: Any) -> Any:
-    """The pyarrow-storage string array as one Arrow array (chunks combined)."""
-    whole = pa.array(arr)
-    return whole.combine_chunks() if isinstance(whole, pa.ChunkedArray) else whole
-
-
-def arrow_dictionary(arr: Any) -> tuple[np.ndarray, np.ndarray] | None:
-    """(codes, distinct values) of a pyarrow-storage string array whose values repeat, as
+def arrow_dictionary(column: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """(codes, distinct values) of an `arrow_column` whose values repeat, as
     `pandas_text.dictionary_codes` gives them for python storage (codes of the smallest integer
     type, -1 where missing; the values in order of first appearance); None when a dictionary does
-    not pay, the array is not one, or pyarrow is missing. Arrow's own hash table does the work."""
-    if not isinstance(getattr(arr, "dtype", None), pd.StringDtype) or arr.dtype.storage != "pyarrow":
-        return None
+    not pay. Arrow's own hash table does the work."""
     pa = _pyarrow()
-    if pa is None:
-        return None
-    whole = _whole(arr, pa)
-    present = len(whole) - whole.null_count
+    present = len(column) - column.null_count
     if present < 2:
         return None
-    rows = sample_rows(len(whole))
+    rows = sample_rows(len(column))
     if rows is not None:
-        sample = whole.take(pa.array(rows)).dictionary_encode()
+        sample = column.take(pa.array(rows)).dictionary_encode()
         if not sample_repeats(sample.indices.fill_null(-1).to_numpy(zero_copy_only=False), present):
             return None
-    encoded = whole.dictionary_encode()
+    encoded = column.dictionary_encode()
     if 2 * len(encoded.dictionary) > present:
         return None
     codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False)

@@ -207,7 +207,10 @@ def save_dict(
     return ctx.ref_node(plan, type_name, **node, nbytes=len(data))
 
 
-def dict_parts(node: dict[str, Any], ctx: LoadContext, length: int) -> tuple[np.ndarray, memoryview, np.ndarray]:
+DictParts = tuple[np.ndarray, memoryview, np.ndarray]  # a "dict" column's offsets, data and codes
+
+
+def dict_parts(node: dict[str, Any], ctx: LoadContext, length: int) -> DictParts:
     """The dictionary's offsets (checked) and data, and the codes of a "dict" node: a signed integer
     array of `length` items, each -1 or the index of a dictionary value."""
     count = node.get("count")
