@@ -15,7 +15,7 @@ import zstandard
 from ..errors import FormatError, IntegrityError, UnsafeArchiveError
 from .byte_groups import Chunk, executor
 from .crc import crc32
-from .source import new_buffer
+from .fresh_memory import new_buffer, populate
 
 _LITTLE = sys.byteorder == "little"
 _local = threading.local()
@@ -175,7 +175,7 @@ class ChunkedMember:
         """Decoded bytes [begin, end) as a new, writable buffer of the caller's own."""
         if not 0 <= begin <= end <= self.size:
             raise FormatError("range outside the member", member=self.name, path=path)
-        view = new_buffer(end - begin)  # (big ones: huge pages, not zeroed first: every byte is written below)
+        view = new_buffer(end - begin)  # (big ones: not zeroed first, since every byte is written below)
         self.read_into(begin, view, path=path)
         return view
 
@@ -203,6 +203,7 @@ class ChunkedMember:
 
     def _decode_all(self, jobs: list[tuple[Chunk, memoryview]], path: str | None) -> None:
         def run(job: tuple[Chunk, memoryview]) -> None:
+            populate(job[1])  # (usually fresh memory: faulted in on the thread that decodes into it)
             self._decode(job[0], job[1], path)  # (the read too: reads and decoding overlap on every core)
 
         if not jobs:

@@ -18,7 +18,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from ..errors import IntegrityError
 from .archive_reader import ArchiveReader
 from .crc import crc32, crc32_combine
-from .source import LocalFileSource, new_buffer
+from .fresh_memory import new_buffer, populate
+from .source import LocalFileSource
 
 CHUNK = 16 << 20
 SERIAL_BELOW = 8 << 20  # less data than this is checked on the calling thread
@@ -163,6 +164,7 @@ class Prefetch:
             raise
 
     def _chunk(self, source: LocalFileSource, piece: memoryview, at: int) -> int:
+        populate(piece)  # (fresh memory: faulted in here, on the thread that fills it)
         source.read_into(piece, at)
         return crc32(piece) if self._verify else 0
 

@@ -23,8 +23,8 @@ import weakref
 from typing import BinaryIO, Protocol
 
 from ..errors import FormatError, IntegrityError
+from .fresh_memory import new_buffer, populate
 
-COPY_MMAP_FROM = 1 << 20  # reads this big go to anonymous mappings (no zero-filling pass)
 PARALLEL_FROM = 64 << 20  # reads this big are split over threads (pread releases the GIL)
 PARALLEL_PART = 32 << 20
 
@@ -58,20 +58,6 @@ def _shrunk(fd: int, offset: int, length: int, size: int) -> SourceChangedError:
         f"the file is {now} bytes now, {size} when it was opened: it was truncated or rewritten "
         f"while open (bytes {offset}..{offset + length} are gone)"
     )
-
-
-def new_buffer(length: int) -> memoryview:
-    """Writable memory of our own, not zero-filled first where it is big (fresh anonymous pages)."""
-    if length < COPY_MMAP_FROM:
-        return memoryview(bytearray(length))
-    if not hasattr(mmap, "MAP_PRIVATE"):  # Windows
-        return memoryview(bytearray(length))
-    # Ordinary pages, not MADV_HUGEPAGE: on the dev VM (Firecracker, THP on madvise) a 2 MB fault was
-    # far dearer than 512 small ones; full reads of the 498 MB "big" state dict took 0.2-0.7 s with
-    # huge pages and 0.14 s without, in the same benchmark loop (2026-11-27). numpy.empty was tried
-    # too (it reuses memory freed by earlier reads, but asks for huge pages on big arrays): full
-    # reads went back to 0.45 s in make bench; a bytearray zero-fills every byte first (0.25 s).
-    return memoryview(mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE))
 
 
 def _pread_into(fd: int, buf: memoryview, offset: int) -> int:
@@ -114,6 +100,7 @@ class LocalFileSource:
             raise ValueError("the source is closed")
         buf = new_buffer(length)
         if length < PARALLEL_FROM:
+            populate(buf)
             got = _pread_into(fd, buf, offset)
         else:
             parts = [(p, min(PARALLEL_PART, length - p)) for p in range(0, length, PARALLEL_PART)]
@@ -122,6 +109,7 @@ class LocalFileSource:
             def work(first: int, step: int) -> None:
                 for i in range(first, len(parts), step):
                     p, n = parts[i]
+                    populate(buf[p : p + n])
                     counts[i] = _pread_into(fd, buf[p : p + n], offset + p)
 
             workers = min(4, os.cpu_count() or 1, len(parts))
