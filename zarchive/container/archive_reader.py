@@ -19,6 +19,7 @@ from .chunk_reader import ChunkCache, ChunkedMember
 from .crc import crc32, crc_hex
 from .jsontext import loads_strict
 from .metadata_table import EntryTables, check_metadata
+from .pieces import Pieces
 from .source import ByteSource, SourceChangedError
 from .zipreader import DEFAULT_MAX_MEMBERS, ZipReader
 
@@ -54,9 +55,9 @@ class ArchiveReader:
         self.on_read: Callable[[str, int], None] | None = None  # (member, bytes) per read, for progress bars
         # during a full read of an unmapped local file: a member's whole bytes, read and checked
         # (parallel_verify.Prefetch.member), or None when it does not hold that member
-        self.whole_member: Callable[[str], memoryview | None] | None = None
+        self.whole_member: Callable[[str], Pieces | None] | None = None
         # during a full read: compressed members being decompressed on worker threads (DecodeAhead)
-        self.decoding: dict[str, Future[memoryview]] = {}
+        self.decoding: dict[str, Future[memoryview | Pieces]] = {}
         for required in (MANIFEST_NAME, METADATA_NAME):
             if required not in self.zip.members:
                 raise FormatError(f"the archive has no {required!r}: not a zarchive file", member=required)
@@ -86,11 +87,11 @@ class ArchiveReader:
         """All checksum entries of a member, validated (and refused if two overlap)."""
         return self.entries.checked_entries(name)
 
-    def damaged_entries(self, name: str, raw: memoryview) -> list[str]:
+    def damaged_entries(self, name: str, raw: memoryview | Pieces) -> list[str]:
         """Labels of the member's checksum entries whose bytes in `raw` do not match."""
         return [label for label, e in self.checked_entries(name).items() if not self._entry_intact(raw, e)]
 
-    def _entry_intact(self, raw: memoryview, e: dict[str, Any]) -> bool:
+    def _entry_intact(self, raw: memoryview | Pieces, e: dict[str, Any]) -> bool:
         self.verified_bytes += e["size"]
         return crc_hex(crc32(raw[e["offset"] : e["offset"] + e["size"]])) == e["crc32"]
 
@@ -171,7 +172,7 @@ class ArchiveReader:
             return view
         if entry["codec"] == "none":
             whole = self.whole_member(name) if self.whole_member is not None else None
-            data = whole if whole is not None else self.zip.view(name)
+            data = whole[:] if whole is not None else self.zip.view(name)
             if self.verify and (name, "") not in self._checked:
                 if crc32(data) != self.zip.members[name].crc:
                     raise IntegrityError(
@@ -191,7 +192,8 @@ class ArchiveReader:
                 path=path,
             )
         ahead = self.decoding.pop(name, None)
-        view = ahead.result() if ahead is not None else self.decode(name, path=path)
+        done = ahead.result() if ahead is not None else self.decode(name, path=path)
+        view = done if isinstance(done, memoryview) else done[:]  # (zstd members decode to one buffer)
         if self.on_read is not None:
             self.on_read(name, view.nbytes)
         return view
@@ -204,9 +206,9 @@ class ArchiveReader:
             return ahead.result()[begin:end]
         return self.chunked(name).read(begin, end, path=path)
 
-    def decode_chunked(self, name: str) -> memoryview:
-        """A whole `bgzstd` member decoded (its chunks on every core), for DecodeAhead."""
-        return self.chunked(name).read(0, self.metadata["members"][name]["size"])
+    def decode_chunked(self, name: str) -> Pieces:
+        """A whole `bgzstd` member decoded (its chunks on every core) into pieces, for DecodeAhead."""
+        return self.chunked(name).read_pieces()
 
     def is_decoded(self, name: str) -> bool:
         return name in self._decoded

@@ -4,6 +4,7 @@ from the chunks that hold it, each checked by its CRC-32 first, the chunks decod
 from __future__ import annotations
 
 import bisect
+import itertools
 import sys
 import threading
 from collections import OrderedDict
@@ -16,6 +17,7 @@ from ..errors import FormatError, IntegrityError, UnsafeArchiveError
 from .byte_groups import Chunk, executor
 from .crc import crc32
 from .fresh_memory import new_buffer, populate
+from .pieces import Pieces
 
 _LITTLE = sys.byteorder == "little"
 _local = threading.local()
@@ -178,6 +180,21 @@ class ChunkedMember:
         view = new_buffer(end - begin)  # (big ones: not zeroed first, since every byte is written below)
         self.read_into(begin, view, path=path)
         return view
+
+    def read_pieces(self, *, path: str | None = None) -> Pieces:
+        """The whole member decoded into pieces (container.pieces) cut between chunks that start in
+        different entries: a tensor cut into chunks of its own is one piece, which it alone keeps
+        alive; small tensors sharing a chunk share its piece. Chunks decode on every core."""
+        cut_at = [0]
+        for prev, c in itertools.pairwise(self.chunks):
+            if c.label != prev.label:
+                cut_at.append(c.offset)
+        if self.size:
+            cut_at.append(self.size)
+        pieces = Pieces(cut_at)
+        jobs = [(c, pieces.views(c.offset, c.end)[0]) for c in self.chunks]  # (each chunk: in one piece)
+        self._decode_all(jobs, path)
+        return pieces
 
     def read_into(self, begin: int, view: memoryview, *, path: str | None = None) -> None:
         """Decode bytes [begin, begin + len(view)) into `view`."""

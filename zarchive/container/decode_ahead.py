@@ -4,10 +4,10 @@ zstd and the CRC release the GIL, so while the caller builds objects from one me
 column into Python strings holds the GIL), the next members are decompressed and verified on the
 other cores. `ArchiveReader.member_bytes` waits for a member's future instead of decoding it again;
 errors surface there, as they would have. Compressed weights (`bgzstd` members) are decoded whole
-the same way, their chunks on every core, and each tensor read slices its bytes from that one
-buffer (as a full read of uncompressed members slices them from one copy). Only the members the read's plan needs are decoded (what
-max_read_bytes was checked against), in the order the plan met them, which is the order the read
-asks for them.
+the same way, their chunks on every core, into one buffer per tensor that has chunks of its own
+(container.pieces), and each tensor read is a view of its buffer. Only the members the read's plan
+needs are decoded (what max_read_bytes was checked against), in the order the plan met them, which
+is the order the read asks for them.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class DecodeAhead:
             self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zarchive-decode")
             for name in todo:
                 # a zstd member is decompressed whole; a bgzstd one (compressed weights) is decoded
-                # whole too, its chunks on every core, and each tensor is a slice of it
+                # whole too, its chunks on every core, into pieces that its tensors are views of
                 decode = reader.decode_chunked if members[name]["codec"] == CHUNKED else reader.decode
                 reader.decoding[name] = self._pool.submit(decode, name)
 

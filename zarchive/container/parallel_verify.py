@@ -15,10 +15,11 @@ import os
 from collections.abc import Collection, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from ..errors import IntegrityError
+from ..errors import FormatError, IntegrityError
 from .archive_reader import ArchiveReader
 from .crc import crc32, crc32_combine
-from .fresh_memory import new_buffer, populate
+from .fresh_memory import populate
+from .pieces import Pieces, cuts
 from .source import LocalFileSource
 
 CHUNK = 16 << 20
@@ -118,12 +119,22 @@ def _damage(reader: ArchiveReader, name: str) -> str:
     return "member bytes do not match the recorded checksum (damaged file)"
 
 
+def _entry_ranges(reader: ArchiveReader, name: str) -> list[tuple[int, int]]:
+    """(offset, size) of a member's checksum entries (its values), where the metadata has them: the
+    places to cut it. Bad entries give none here (reading the entry refuses them, as before)."""
+    try:
+        return [(e["offset"], e["size"]) for e in reader.checked_entries(name).values()]
+    except FormatError:
+        return []
+
+
 class Prefetch:
     """A full read of a local file that is not mapped: every uncompressed member is read whole into
     memory of its own on worker threads (pread releases the GIL), each chunk checksummed as it lands
     (while it is still in the CPU's cache), while the caller builds the objects. `member(name)` waits
     for one member's chunks and checks it against its own CRC: the reader slices every value of the
-    member from that one copy, so each byte is read from the file once and checked once."""
+    member from that one copy, so each byte is read from the file once and checked once. A member
+    is held in pieces (container.pieces): each big value in memory of its own, which it alone keeps."""
 
     def __init__(
         self, reader: ArchiveReader, source: LocalFileSource, workers: int | None = None, skip: Collection[str] = ()
@@ -144,31 +155,38 @@ class Prefetch:
             if total >= SERIAL_BELOW and workers > 1
             else None
         )
-        self._members: dict[str, tuple[memoryview, list[tuple[int, Future[int] | int]]]] = {}
-        self._done: dict[str, memoryview] = {}
+        self._members: dict[str, tuple[Pieces, list[tuple[int, Future[int] | int]]]] = {}
+        self._done: dict[str, Pieces] = {}
         try:
             for name in todo:
                 info = reader.zip.members[name]
-                buf = new_buffer(info.size)
+                pieces = Pieces(cuts(info.size, _entry_ranges(reader, name)))
                 parts: list[tuple[int, Future[int] | int]] = []
                 for start in range(0, info.size, CHUNK):
-                    piece = buf[start : start + CHUNK]
+                    n = min(CHUNK, info.size - start)
+                    views = pieces.views(start, start + n)
                     at = info.data_offset + start
                     if self._pool is None:
-                        parts.append((piece.nbytes, self._chunk(source, piece, at)))
+                        parts.append((n, self._chunk(source, views, at)))
                     else:
-                        parts.append((piece.nbytes, self._pool.submit(self._chunk, source, piece, at)))
-                self._members[name] = (buf, parts)
+                        parts.append((n, self._pool.submit(self._chunk, source, views, at)))
+                self._members[name] = (pieces, parts)
         except BaseException:
             self.close()
             raise
 
-    def _chunk(self, source: LocalFileSource, piece: memoryview, at: int) -> int:
-        populate(piece)  # (fresh memory: faulted in here, on the thread that fills it)
-        source.read_into(piece, at)
-        return crc32(piece) if self._verify else 0
+    def _chunk(self, source: LocalFileSource, views: list[memoryview], at: int) -> int:
+        """Read one chunk of a member into the pieces' views that hold it; its CRC-32."""
+        crc = 0
+        for view in views:
+            populate(view)  # (fresh memory: faulted in here, on the thread that fills it)
+            source.read_into(view, at)
+            if self._verify:
+                crc = crc32(view, crc)
+            at += view.nbytes
+        return crc
 
-    def member(self, name: str) -> memoryview | None:
+    def member(self, name: str) -> Pieces | None:
         """Member `name`'s bytes, read and checked; None when this prefetch does not hold it."""
         done = self._done.get(name)
         if done is not None:
