@@ -105,3 +105,18 @@ def test_a_tensor_kept_from_a_full_read_keeps_only_its_own_memory(tmp_path: Path
     gc.collect()
     assert _rss() - before < 20 * MB
     assert torch.equal(kept, torch.ones(768))
+
+
+def test_entry_ranges_read_both_table_forms_and_skip_junk() -> None:
+    from zarchive.container.metadata_table import EntryTables
+
+    members = {
+        "rows": {"size": 100, "entries": [["a", 0, 10, "00000000"], ["b", 10, 90, "00000000"], ["c", "x", 1, ""], 7]},
+        "objects": {"size": 100, "entries": {"a": {"offset": 5, "size": 5, "crc32": "00000000"}, "b": None}},
+        "none": {"size": 100},
+        "odd": {"size": 100, "entries": "text"},
+    }
+    tables = EntryTables(members)
+    assert tables.ranges("rows") == [(0, 10), (10, 90)]
+    assert tables.ranges("objects") == [(5, 5)]
+    assert tables.ranges("none") == [] and tables.ranges("odd") == []

@@ -55,7 +55,7 @@ class ArchiveReader:
         self.on_read: Callable[[str, int], None] | None = None  # (member, bytes) per read, for progress bars
         # during a full read of an unmapped local file: a member's whole bytes, read and checked
         # (parallel_verify.Prefetch.member), or None when it does not hold that member
-        self.whole_member: Callable[[str], Pieces | None] | None = None
+        self.whole_member: Callable[[str], memoryview | Pieces | None] | None = None
         # during a full read: compressed members being decompressed on worker threads (DecodeAhead)
         self.decoding: dict[str, Future[memoryview | Pieces]] = {}
         for required in (MANIFEST_NAME, METADATA_NAME):

@@ -15,11 +15,11 @@ import os
 from collections.abc import Collection, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from ..errors import FormatError, IntegrityError
+from ..errors import IntegrityError
 from .archive_reader import ArchiveReader
 from .crc import crc32, crc32_combine
 from .fresh_memory import populate
-from .pieces import Pieces, cuts
+from .pieces import RUN_BYTES, Pieces, cuts
 from .source import LocalFileSource
 
 CHUNK = 16 << 20
@@ -119,15 +119,6 @@ def _damage(reader: ArchiveReader, name: str) -> str:
     return "member bytes do not match the recorded checksum (damaged file)"
 
 
-def _entry_ranges(reader: ArchiveReader, name: str) -> list[tuple[int, int]]:
-    """(offset, size) of a member's checksum entries (its values), where the metadata has them: the
-    places to cut it. Bad entries give none here (reading the entry refuses them, as before)."""
-    try:
-        return [(e["offset"], e["size"]) for e in reader.checked_entries(name).values()]
-    except FormatError:
-        return []
-
-
 class Prefetch:
     """A full read of a local file that is not mapped: every uncompressed member is read whole into
     memory of its own on worker threads (pread releases the GIL), each chunk checksummed as it lands
@@ -156,11 +147,12 @@ class Prefetch:
             else None
         )
         self._members: dict[str, tuple[Pieces, list[tuple[int, Future[int] | int]]]] = {}
-        self._done: dict[str, Pieces] = {}
+        self._done: dict[str, memoryview | Pieces] = {}
         try:
             for name in todo:
                 info = reader.zip.members[name]
-                pieces = Pieces(cuts(info.size, _entry_ranges(reader, name)))
+                # (a member of at most one run is one piece: no need to look at its entries)
+                pieces = Pieces(cuts(info.size, reader.entries.ranges(name) if info.size > RUN_BYTES else ()))
                 parts: list[tuple[int, Future[int] | int]] = []
                 for start in range(0, info.size, CHUNK):
                     n = min(CHUNK, info.size - start)
@@ -186,7 +178,7 @@ class Prefetch:
             at += view.nbytes
         return crc
 
-    def member(self, name: str) -> Pieces | None:
+    def member(self, name: str) -> memoryview | Pieces | None:
         """Member `name`'s bytes, read and checked; None when this prefetch does not hold it."""
         done = self._done.get(name)
         if done is not None:
@@ -204,8 +196,9 @@ class Prefetch:
             what = f"entry {damaged[0]!r} does not match its checksum" if damaged else "member bytes do not match"
             raise IntegrityError(f"{what} (damaged file)", member=name)
         self._reader.mark_checked([name])
-        self._done[name] = buf
-        return buf
+        whole = buf.buffers[0] if len(buf.buffers) == 1 else buf  # (one piece: slicing it is cheaper)
+        self._done[name] = whole
+        return whole
 
     def finish(self) -> None:
         """Wait for and check every member not asked for yet (a full read returns only once all passed)."""

@@ -57,13 +57,17 @@ class Pieces:
         self.buffers = [new_buffer(b - a) for a, b in itertools.pairwise(cut_at)]
 
     def __getitem__(self, item: slice) -> memoryview:
+        if len(self.buffers) == 1:  # (kept tight: a read of 5,000 small tensors slices 5,000 times)
+            return self.buffers[0][item]
         begin, end, step = item.indices(self.nbytes)
         if step != 1:
             raise ValueError("pieces are sliced with step 1")
         end = max(begin, end)
+        i = bisect.bisect_right(self._cuts, begin) - 1
+        if i < len(self.buffers) and end <= self._cuts[i + 1]:
+            lo = self._cuts[i]
+            return self.buffers[i][begin - lo : end - lo]
         views = self.views(begin, end)
-        if len(views) == 1:
-            return views[0]
         if not views:
             return memoryview(bytearray())
         out = new_buffer(end - begin)
