@@ -416,3 +416,22 @@ def test_npy_dtype_text_numpy_cannot_parse_is_a_format_error(descr: str) -> None
 
     with pytest.raises(zarchive.FormatError):
         npy.parse(memoryview(npy_bytes(descr, (2,), b"\0" * 16)), member="a.npy")
+
+
+def test_safetensors_headers_parsed_again_give_the_same_slots_and_copies_of_them() -> None:
+    """Parsed headers are remembered by their bytes: the same bytes give equal slots (in a dict of
+    the caller's own), other bytes or another member size are parsed (and refused) afresh."""
+    from zarchive.container.safetensors_layout import layout, parse_header
+
+    head, slots = layout([("a", "F32", (4,)), ("b", "I64", (2, 3))])
+    size = slots[-1].end
+    first = parse_header(memoryview(head), size, member="m")
+    assert first == {s.key: s for s in slots}
+    first.pop("a")  # the caller's own dict: the remembered one is untouched
+    again = parse_header(memoryview(bytearray(head)), size, member="m")
+    assert again == {s.key: s for s in slots} and again is not first
+    with pytest.raises(zarchive.FormatError, match="fill the member"):
+        parse_header(memoryview(head), size + 1, member="m")
+    bad = head.replace(b'"I64"', b'"I32"')
+    with pytest.raises(zarchive.FormatError):
+        parse_header(memoryview(bad), size, member="m")

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import math
 import struct
+import threading
+from collections import OrderedDict
 from typing import Any, NamedTuple
 
 from ..errors import FormatError, UnsafeArchiveError
@@ -67,10 +69,34 @@ def header_length(first8: bytes | memoryview, member_size: int, *, member: str) 
 
 def parse_header(head: memoryview, member_size: int, *, member: str) -> dict[str, TensorSlot]:
     """Slots of a safetensors member (`head`: its first header_length() bytes), after checking that
-    they tile the member's data exactly."""
+    they tile the member's data exactly. The last few headers parsed are remembered by their bytes
+    (the slots are a function of the header's bytes and the member's size alone), so opening the
+    same file again, or another checkpoint of the same model, does not parse and check it again."""
     base = header_length(head, member_size, member=member)
     if len(head) < base:
         raise FormatError("truncated .safetensors header", member=member)
+    key = (bytes(head[:base]), member_size)
+    with _parsed_lock:
+        known = _parsed.get(key)
+        if known is not None:
+            _parsed.move_to_end(key)
+            return dict(known)
+    slots = _parse_header(head, base, member_size, member=member)
+    if base <= _REMEMBER_UP_TO:
+        with _parsed_lock:
+            _parsed[key] = slots
+            while len(_parsed) > _REMEMBER:
+                _parsed.popitem(last=False)
+    return dict(slots)
+
+
+_REMEMBER = 16  # headers remembered (each up to _REMEMBER_UP_TO bytes)
+_REMEMBER_UP_TO = 1 << 20
+_parsed: OrderedDict[tuple[bytes, int], dict[str, TensorSlot]] = OrderedDict()
+_parsed_lock = threading.Lock()
+
+
+def _parse_header(head: memoryview, base: int, member_size: int, *, member: str) -> dict[str, TensorSlot]:
     header = _loads_header(head[8:base], member=member)
     slots: dict[str, TensorSlot] = {}
     in_order, pos = True, base
