@@ -120,3 +120,26 @@ def test_entry_ranges_read_both_table_forms_and_skip_junk() -> None:
     assert tables.ranges("rows") == [(0, 10), (10, 90)]
     assert tables.ranges("objects") == [(5, 5)]
     assert tables.ranges("none") == [] and tables.ranges("odd") == []
+
+
+def test_compressed_members_are_cut_per_tensor_and_an_npy_member_stays_whole(tmp_path: Path) -> None:
+    """A safetensors member of compressed weights decodes into one piece per big tensor; an .npy
+    member (read whole by its handler: a copy if it were cut) into one piece, its header included."""
+    from zarchive.container.archive_reader import ArchiveReader
+    from zarchive.container.source import open_local
+
+    g = torch.Generator().manual_seed(1)
+    state = {f"w{i}": torch.randn(600_000, generator=g) * 0.02 for i in range(3)}
+    array = (np.random.default_rng(0).standard_normal(1_500_000) * 0.02).astype(np.float32)
+    path = tmp_path / "c.zarc"
+    zarchive.save({"state": state, "array": array}, path, compress_weights=True)
+    reader = ArchiveReader(open_local(path))
+    try:
+        chunked = {n: e for n, e in reader.metadata["members"].items() if e.get("codec") == "bgzstd"}
+        counts = {n: len(reader.chunked(n).read_pieces().buffers) for n in chunked}
+    finally:
+        reader.close()
+    assert sorted(counts.values()) == [1, 3], counts
+    read = zarchive.read(path)
+    assert np.array_equal(read["array"], array)
+    assert all(torch.equal(read["state"][k], v) for k, v in state.items())

@@ -14,7 +14,7 @@ from typing import Any
 import zstandard
 
 from ..errors import FormatError, IntegrityError, UnsafeArchiveError
-from .byte_groups import Chunk, executor
+from .byte_groups import HEADER_LABEL, Chunk, executor
 from .crc import crc32
 from .fresh_memory import new_buffer, populate
 from .pieces import Pieces
@@ -184,10 +184,11 @@ class ChunkedMember:
     def read_pieces(self, *, path: str | None = None) -> Pieces:
         """The whole member decoded into pieces (container.pieces) cut between chunks that start in
         different entries: a tensor cut into chunks of its own is one piece, which it alone keeps
-        alive; small tensors sharing a chunk share its piece. Chunks decode on every core."""
+        alive; small tensors sharing a chunk share its piece. A header's chunk stays with what
+        follows it (an .npy member, read whole, is one piece). Chunks decode on every core."""
         cut_at = [0]
         for prev, c in itertools.pairwise(self.chunks):
-            if c.label != prev.label:
+            if c.label != prev.label and prev.label != HEADER_LABEL:
                 cut_at.append(c.offset)
         if self.size:
             cut_at.append(self.size)

@@ -124,8 +124,8 @@ class Prefetch:
     memory of its own on worker threads (pread releases the GIL), each chunk checksummed as it lands
     (while it is still in the CPU's cache), while the caller builds the objects. `member(name)` waits
     for one member's chunks and checks it against its own CRC: the reader slices every value of the
-    member from that one copy, so each byte is read from the file once and checked once. A member
-    is held in pieces (container.pieces): each big value in memory of its own, which it alone keeps."""
+    member from that copy, so each byte is read from the file once and checked once. The copy is
+    held in pieces (container.pieces): each big value in memory of its own, which it alone keeps."""
 
     def __init__(
         self, reader: ArchiveReader, source: LocalFileSource, workers: int | None = None, skip: Collection[str] = ()
