@@ -71,6 +71,8 @@ def _libc() -> Any:
                 lib.free.argtypes, lib.free.restype = [ctypes.c_void_p], None
                 lib.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
                 lib.madvise.restype = ctypes.c_int
+                lib.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+                lib.mincore.restype = ctypes.c_int
             except (OSError, AttributeError):
                 lib = None
         _loaded.append(lib)
@@ -94,5 +96,19 @@ def populate(buf: memoryview) -> None:
         return
     lo = -(-addr // _PAGE) * _PAGE
     hi = (addr + buf.nbytes) // _PAGE * _PAGE
-    if hi > lo and lib.madvise(lo, hi - lo, _MADV_POPULATE_WRITE) != 0 and ctypes.get_errno() == errno.EINVAL:
+    if hi - lo < _PAGE or _resident(lib, lo, hi):
+        return
+    if lib.madvise(lo, hi - lo, _MADV_POPULATE_WRITE) != 0 and ctypes.get_errno() == errno.EINVAL:
         _populate_works[0] = False  # a kernel before 5.14: do not ask again
+
+
+def _resident(lib: Any, lo: int, hi: int) -> bool:
+    """Whether the first and the last page of [lo, hi) are in memory already: memory malloc hands
+    out again usually is, and walking its pages would cost 17 us a MiB for nothing."""
+    import ctypes
+
+    vec = ctypes.create_string_buffer(1)
+    for page in (lo, hi - _PAGE):
+        if lib.mincore(page, _PAGE, vec) != 0 or not vec.raw[0] & 1:
+            return False
+    return True
