@@ -35,8 +35,8 @@ def new_buffer(length: int) -> memoryview:
 
     Big buffers come from the C library's malloc (freed when the last view of them goes): memory a
     process freed is reused, as torch and numpy reuse it, instead of fresh pages that fault in
-    every time (a 9 MB lazy fetch in a loop: 0.9 ms against 2.5 ms). Where there is no such C
-    library (Windows), a bytearray, zero-filled first."""
+    every time (reading 9 MB into a new buffer, in a loop: 0.9 ms against 2.5 ms). Where there is
+    no such C library (Windows), a bytearray, zero-filled first."""
     if length < MALLOC_FROM:
         return memoryview(bytearray(length))
     lib = _libc()
