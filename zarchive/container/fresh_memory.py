@@ -55,7 +55,7 @@ def new_buffer(length: int) -> memoryview:
     return memoryview(block).cast("B")
 
 
-_loaded: list[Any] = []  # the C library with malloc, free and madvise typed ([None] where there is none)
+_loaded: list[Any] = []  # the C library, malloc, free, madvise and mincore typed ([None] where there is none)
 _populate_works: list[bool] = [sys.platform.startswith("linux")]
 
 

@@ -75,14 +75,14 @@ def parse_header(head: memoryview, member_size: int, *, member: str) -> dict[str
     base = header_length(head, member_size, member=member)
     if len(head) < base:
         raise FormatError("truncated .safetensors header", member=member)
-    key = (bytes(head[:base]), member_size)
+    key = (bytes(head[:base]) if base <= _REMEMBER_UP_TO else b"", member_size)  # (no copy of huge ones)
     with _parsed_lock:
-        known = _parsed.get(key)
+        known = _parsed.get(key) if key[0] else None
         if known is not None:
             _parsed.move_to_end(key)
             return dict(known)
     slots = _parse_header(head, base, member_size, member=member)
-    if base <= _REMEMBER_UP_TO:
+    if key[0]:
         with _parsed_lock:
             _parsed[key] = slots
             while len(_parsed) > _REMEMBER:
