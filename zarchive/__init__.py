@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .api import ZArchive, audit, read, save, save_async, verify
-from .api import open as open  # zarchive.open, kept out of __all__ (see below)
+from .api import ZArchive
 from .errors import (
     ConfigMismatchError,
     DeviceError,
@@ -36,6 +35,8 @@ from .lazy import LazyArchive
 from .options import ErrorMode
 from .protocol import FORMAT_VERSION
 from .registry import register_handler, unregister_handler
+from .shortcuts import audit, read, save, save_async, verify
+from .shortcuts import open as open  # zarchive.open, kept out of __all__ (see below)
 from .store import ModelStore
 from .store_record import VersionInfo
 from .typeref import register_class, unregister_class

@@ -141,7 +141,7 @@ def _written_by_zanj(src: PathLike) -> bool:
 def zanj_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True, unknown: str = "error") -> ConvertReport:
     """A ZANJ file's contents as a zarchive. unknown="dict" keeps dataclasses and models whose class is
     not imported here as plain dicts (otherwise that is an UnknownTypeError)."""
-    from .api import save
+    from .shortcuts import save
     from .zanj import open_zanj
 
     with open_zanj(src, unknown=unknown) as arc:
@@ -159,7 +159,7 @@ def safetensors_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True) -
     archive's metadata)."""
     from safetensors import safe_open
 
-    from .api import save
+    from .shortcuts import save
 
     tensors: dict[str, Any] = {}
     try:
@@ -178,7 +178,7 @@ def safetensors_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True) -
 def torch_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True) -> ConvertReport:
     """A torch.save file (state dict or a dict of them), read by zarchive's own restricted reader
     (zarchive.foreign): its pickle is parsed, never unpickled, and nothing it names is imported."""
-    from .api import read, save
+    from .shortcuts import read, save
 
     obj = read(src)
     save(obj, dst, compress=compress, custom_settings=_source_record("torch.save", src))
@@ -208,7 +208,7 @@ def _torch_tensors(obj: Any, depth: int = 0) -> Any:
 
 def zarc_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True) -> ConvertReport:
     """Rewrite an archive (e.g. with other compression), through a full read and save."""
-    from .api import read, save
+    from .shortcuts import read, save
 
     save(read(src), dst, compress=compress)
     return ConvertReport(os.fspath(src), os.fspath(dst), "zarc->zarc", count=1)
@@ -268,7 +268,7 @@ def zarc_to_safetensors(src: PathLike, dst: PathLike, *, max_bytes: int | None =
     import torch
     from safetensors.torch import save_file
 
-    from .api import open as open_archive
+    from .shortcuts import open as open_archive
 
     report = ConvertReport(os.fspath(src), os.fspath(dst), "zarc->safetensors")
     found: list[tuple[list[str], dict[str, Any]]] = []

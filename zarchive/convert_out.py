@@ -103,7 +103,7 @@ def tensor_names(paths: list[list[str]], notes: list[str]) -> list[str]:
 def load_selected(src: str, select: str | None) -> Any:
     """The value at object path `select` (everything when None), read once; classes not importable
     here are read generically (their tensors are what is wanted)."""
-    from .api import open as open_archive
+    from .shortcuts import open as open_archive
 
     with open_archive(src, unresolved="generic") as arc:
         path = join_path(split_path(select or ""))

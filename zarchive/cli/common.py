@@ -44,7 +44,7 @@ def check_file(path: str, *, remote_ok: bool = True) -> None:
 
 def open_archive(path: str, **settings: Any) -> Any:
     """A LazyArchive (or, for a ZANJ file, a ZanjArchive) for `path`; ZArchiveErrors pass through."""
-    from ..api import open as open_any
+    from ..shortcuts import open as open_any
 
     check_file(path)
     return open_any(path, **settings)
