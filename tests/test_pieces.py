@@ -104,7 +104,7 @@ def test_a_tensor_kept_from_a_full_read_keeps_only_its_own_memory(tmp_path: Path
     gc.collect()
     before = _rss()
     read = zarchive.read(path)
-    assert _rss() - before > 150 * MB  # (the measure can tell)
+    assert _rss() - before > 100 * MB  # (the measure can tell: 200 MB were read)
     kept = read["norm.weight"]
     del read
     gc.collect()
