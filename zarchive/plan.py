@@ -20,6 +20,7 @@ from typing import Any, Literal, Protocol
 
 from .container import byte_groups
 from .container.budget import ReadBudget
+from .container.depth import MAX_DEPTH
 from .container.source import ByteSource
 from .errors import FormatError, UnknownTypeError, UnsafeArchiveError, UntrustedTypeError, VersionError, ZArchiveError
 from .nodes.base import NodeSchema, SchemaSource
@@ -27,7 +28,6 @@ from .objpath import join_path
 from .protocol import FORMAT_MAJOR, FORMAT_MINOR, FORMAT_VERSION
 from .typeref import CLASS_KINDS, class_tag, resolve_class
 
-MAX_DEPTH = 200
 DEFAULT_MAX_NODES = 20_000_000
 Unresolved = Literal["raise", "generic"]
 TensorsAs = Literal["torch", "numpy"]

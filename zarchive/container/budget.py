@@ -1,4 +1,9 @@
-"""One memory budget per read: what opening and reading a file may allocate, known before allocating.
+"""The allocation gate: one memory budget per read, what opening and reading a file may allocate, known
+before allocating. Every entry point (the `.zarc` reader, foreign files, ZANJ files, DCP directories,
+the CLI's commands) charges what it builds from file data here, *before* building it, at its
+in-memory size: `charge` for what stays for the life of the open file (parsed JSON, a pickle's
+values), `check_plan` for what one read plans, `fits`/`nbytes` for sizes computed from declared
+shapes (overflow-safe, absurd dimensions refused).
 
 The budget (`max_read_bytes`; by default 1 GiB plus 16 times the file's size) is charged with:
 
@@ -13,15 +18,17 @@ the same rule (write_check), so every file a default save writes, a default read
 
 from __future__ import annotations
 
-from ..errors import UnsafeArchiveError
+from ..errors import FormatError, UnsafeArchiveError
 
 __all__ = [
     "DEFAULT_READ_BYTES_BASE",
     "DEFAULT_READ_BYTES_PER_FILE_BYTE",
+    "MAX_DIMENSION",
     "ReadBudget",
     "default_read_budget",
     "holds_json",
     "json_memory_estimate",
+    "shape_nbytes",
 ]
 
 # A 10 GB model read into memory costs its 10 GB (under 16 x 10 GB); its manifest a few MB of
@@ -73,6 +80,29 @@ def holds_json(member: str) -> bool:
     return member.endswith(JSON_SUFFIXES)
 
 
+# No real dimension comes near this (2**48 elements of one byte is 256 TiB); a declared shape past it
+# is refused as malformed before anything multiplies it.
+MAX_DIMENSION = 1 << 48
+
+
+def shape_nbytes(
+    shape: object, itemsize: int, *, what: str = "a shape", member: str | None = None, path: str | None = None
+) -> int:
+    """The bytes a dense array of `shape` and `itemsize` takes, from a declared shape: every dimension
+    an int in [0, MAX_DIMENSION] (else FormatError naming `what`), the product in Python ints (no
+    overflow)."""
+    try:
+        dims = [d for d in shape]  # type: ignore[attr-defined]
+    except TypeError:
+        raise FormatError(f"{what} is not a list of dimensions: {str(shape)[:80]}", member=member, path=path) from None
+    n = itemsize
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, int) or not 0 <= d <= MAX_DIMENSION:
+            raise FormatError(f"{what} has an impossible dimension {str(d)[:40]}", member=member, path=path)
+        n *= d
+    return n
+
+
 def default_read_budget(file_size: int) -> int:
     """What reading a file of `file_size` bytes may allocate when max_read_bytes is not given."""
     return DEFAULT_READ_BYTES_BASE + DEFAULT_READ_BYTES_PER_FILE_BYTE * file_size
@@ -111,12 +141,20 @@ class ReadBudget:
         self.json_bytes += cost
         self._charged.add(member)
 
-    def charge(self, cost: int, what: str, *, member: str) -> None:
-        """Charge `cost` bytes that parsing member `member` builds when it is not JSON (a pickle's
-        values, read by zarchive.foreign), after checking that they fit."""
+    def charge(self, cost: int, what: str, *, member: str | None = None, path: str | None = None) -> None:
+        """Charge `cost` bytes that a read builds from file data and keeps for the life of the open
+        file (a pickle's values, a ZANJ table, an assembled DCP tensor), after checking that they fit:
+        refused before anything is allocated."""
         if self.json_bytes + cost > self.limit:
-            raise self.refusal(f"{what} allocates up to {cost:,} bytes", member=member)
+            raise self.refusal(f"{what} allocates up to {cost:,} bytes", member=member, path=path)
         self.json_bytes += cost
+
+    def fits(self, cost: int, what: str, *, member: str | None = None, path: str | None = None) -> None:
+        """Refuse `cost` bytes that one step of a read is about to allocate and give back when it ends
+        (a cast, a materialised view, a decompressed member checked and dropped), without charging
+        them: they must fit beside what the open file already holds."""
+        if self.json_bytes + cost > self.limit:
+            raise self.refusal(f"{what} allocates {cost:,} bytes", member=member, path=path)
 
     @property
     def left(self) -> int:

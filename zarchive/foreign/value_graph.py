@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..container.depth import MAX_DEPTH
 from ..errors import FormatError, UnsafeArchiveError
 
-MAX_DEPTH = 200  # what the planner allows a manifest (plan.MAX_DEPTH)
 DEFAULT_MAX_VISITS = 5_000_000
 
 
