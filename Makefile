@@ -2,7 +2,7 @@
 # make demo creates .venv (if missing) with only what zarchive itself needs (numpy, pandas, muutils,
 # zstandard, safetensors, isal and the pinned CPU build of torch), installs zarchive, and runs the demo.
 # make test adds the test extras to the same .venv and runs the suite (without the tests marked slow).
-# CI (.ci/run) also runs  make lint  (ruff, mypy) and  make test-floors  (the whole suite, slow tests
+# CI (.ci/run) also runs  make lint  (ruff, mypy),  make docs  (the documentation site, strict) and  make test-floors  (the whole suite, slow tests
 # included, on the lowest dependency versions pyproject.toml allows, in .venv-floors).
 PYTHON ?= python3
 VENV ?= .venv
@@ -14,7 +14,7 @@ FPY := $(FLOORS_VENV)/bin/python
 LINTED := zarchive tests benchmarks
 DEMO_OUT ?= outputs/run.zarc
 
-.PHONY: demo test test-slow test-floors lint bench venv clean
+.PHONY: demo test test-slow test-floors lint docs bench venv clean
 
 # pip is upgraded first: an old pip prefers PyPI's CUDA torch 2.13.0 (GBs) to the local 2.13.0+cpu.
 $(VENV)/.installed-base: pyproject.toml requirements-ci.txt
@@ -74,6 +74,15 @@ lint: $(VENV)/.installed-lint
 	$(VENV)/bin/mypy zarchive || status=1; \
 	exit $$status
 
+# The documentation site (mkdocs.yml): guides from docs/, the API reference from the docstrings, built into
+# site/ with every warning an error (a broken link, anchor or reference fails the build).
+$(VENV)/.installed-docs: $(VENV)/.installed-base
+	$(PIP) install -q $(PIN) -e ".[docs]"
+	touch $@
+
+docs: $(VENV)/.installed-docs
+	$(VENV)/bin/mkdocs build --strict --quiet
+
 test-floors: $(FLOORS_VENV)/.installed
 	$(FPY) .ci/check_floors.py --installed
 	$(FPY) -m pytest -q -p no:cacheprovider tests
@@ -82,4 +91,4 @@ bench: $(VENV)/.installed-bench
 	$(PY) benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) $(FLOORS_VENV) outputs .pytest_cache .hypothesis .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(FLOORS_VENV) outputs site .pytest_cache .hypothesis .mypy_cache .ruff_cache build *.egg-info

@@ -1,7 +1,8 @@
 """Every code block in README.md and docs/*.md runs as written.
 
-- ```python blocks of one file run in order in one fresh process (later blocks use earlier names), in
-  a fresh temporary directory; a failure names the file and its line.
+- ```python blocks each run on their own, in a fresh process and a fresh temporary directory, except
+  a block that says it continues the one before (the last line of text above it says "continues the
+  example above"): it runs after that block, in the same process. A failure names the file and line.
 - ```console blocks: each `$ command` runs with bash in that directory (which holds the demo's
   archive, outputs/run.zarc, and a copy of examples/), with a `zarchive` command on PATH. Its output
   is compared with the lines shown below it, in a normalised form: numbers as '#', runs of spaces as
@@ -31,6 +32,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
+CONTINUES = re.compile(r"continues the example above", re.IGNORECASE)
 
 _RUNNER = r"""
 import json, sys, __main__
@@ -43,12 +45,31 @@ print("all blocks ran")
 
 def blocks(path: Path, lang: str) -> list[tuple[int, str]]:
     """(line of the block's first line of code, 0-based, code) for each block in `lang`."""
+    return [(line, code) for line, code, _ in _blocks(path, lang)]
+
+
+def _blocks(path: Path, lang: str) -> list[tuple[int, str, bool]]:
+    """(first line of code, code, whether the text above it says it continues the block before)."""
     text = path.read_text()
     found = []
     for m in FENCE.finditer(text):
         if m.group(1) == lang:
-            found.append((text.count("\n", 0, m.start(2)), m.group(2)))
+            above = [x for x in text[: m.start()].splitlines() if x.strip()]
+            continues = bool(above) and bool(CONTINUES.search(above[-1]))
+            found.append((text.count("\n", 0, m.start(2)), m.group(2), continues))
     return found
+
+
+def python_runs() -> list[tuple[Path, list[tuple[int, str]]]]:
+    """Each run of python blocks: a block on its own, with the blocks that say they continue it."""
+    runs: list[tuple[Path, list[tuple[int, str]]]] = []
+    for doc in DOCS:
+        for line, code, continues in _blocks(doc, "python"):
+            if continues and runs and runs[-1][0] == doc:
+                runs[-1][1].append((line, code))
+            else:
+                runs.append((doc, [(line, code)]))
+    return runs
 
 
 def _env(bin_dir: Path) -> dict[str, str]:
@@ -87,11 +108,14 @@ def workdir(workdir_template: Path, tmp_path: Path) -> Path:
     return work
 
 
-@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
-def test_python_blocks_run(doc: Path, workdir: Path) -> None:
-    code = blocks(doc, "python")
-    if not code:
-        pytest.skip("no python blocks")
+def test_a_continuing_block_follows_another() -> None:
+    for doc in DOCS:
+        found = _blocks(doc, "python")
+        assert not (found and found[0][2]), f"{doc.name}: its first python block says it continues another"
+
+
+@pytest.mark.parametrize(("doc", "code"), python_runs(), ids=[f"{d.name}:{c[0][0]}" for d, c in python_runs()])
+def test_python_blocks_run(doc: Path, code: list[tuple[int, str]], workdir: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-c", _RUNNER],
         input=json.dumps([str(doc.relative_to(ROOT)), code]),

@@ -197,8 +197,8 @@ def test_convert_of_a_small_file_expanding_to_gigabytes_is_refused_by_default(tm
 
 def test_the_default_budget_is_documented_with_its_figure() -> None:
     assert DEFAULT_READ_BYTES_PER_FILE_BYTE == 16
-    readme = (ROOT / "README.md").read_text()
-    assert "1 GiB plus 16 times the file's size" in readme
+    safety = (ROOT / "docs" / "safety.md").read_text()
+    assert "1 GiB plus 16 times the file's size" in safety
     assert "1 GiB plus 16 times" in (ROOT / "spec" / "reading.md").read_text()
 
 
