@@ -19,7 +19,7 @@ from zanj import ZANJ
 
 import zarchive
 from zarchive.convert import _separate_shared, conversion_kind, convert, zarc_to_safetensors
-from zarchive.errors import FormatError, MemberNotFoundError, RefusedPickleError, UnknownTypeError
+from zarchive.errors import FormatError, RefusedPickleError, UnknownTypeError
 
 # ZANJ (through muutils) converts tensors with np.array(tensor), which numpy 2 warns about
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
@@ -57,7 +57,7 @@ def test_unsupported_directions_are_refused(src: str, dst: str) -> None:
 
 
 def test_missing_source_and_same_file(tmp_path: Path) -> None:
-    with pytest.raises(MemberNotFoundError):
+    with pytest.raises(FileNotFoundError):
         convert(tmp_path / "nope.pt", tmp_path / "x.zarc")
     target = tmp_path / "same.zarc"
     zarchive.save({"a": 1}, target)

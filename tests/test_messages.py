@@ -280,3 +280,43 @@ def test_verify_result_is_not_mistaken_for_an_empty_list_by_json(tmp_path: Path)
         json.dumps(result, indent=1)
     assert json.loads(json.dumps(list(result), indent=1))[0][0] == "a.npy"
     assert result.problems == list(result) and result[:1] == [result[0]]
+
+
+# --- what a newcomer meets first ---
+
+
+@pytest.mark.parametrize("call", ["read", "open", "verify"])
+def test_a_missing_file_is_a_file_not_found_error_naming_it(tmp_path: Path, call: str) -> None:
+    missing = tmp_path / "nope.zarc"
+    with pytest.raises(FileNotFoundError) as info:
+        getattr(zarchive, call)(missing)
+    assert isinstance(info.value, zarchive.ArchiveNotFoundError) and isinstance(info.value, zarchive.ZArchiveError)
+    assert str(missing) in str(info.value)
+
+
+def test_not_a_zip_from_the_api_names_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "notes.zarc"
+    bad.write_text("hello, I am a text file\n")
+    with pytest.raises(zarchive.NotAZipError) as info:
+        zarchive.read(bad)
+    assert str(bad) in str(info.value) and "not a zip" in str(info.value)
+
+
+def test_swapped_save_arguments_are_recognised(tmp_path: Path) -> None:
+    with pytest.raises(zarchive.SaveError, match="arguments look swapped.*object first") as info:
+        zarchive.save(str(tmp_path / "out.zarc"), {"a": 1})  # type: ignore[arg-type]
+    assert isinstance(info.value, TypeError)
+    assert not (tmp_path / "out.zarc").exists()
+    with pytest.raises(zarchive.SaveError, match="file_path must be a path"):
+        zarchive.save({"a": 1}, 3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "code",
+    [lambda x: x, print, os.path.join, pytest, (i for i in range(3))],
+    ids=["lambda", "builtin", "function", "module", "generator"],
+)
+def test_code_is_refused_as_code_not_as_a_missing_handler(tmp_path: Path, code: object) -> None:
+    with pytest.raises(zarchive.SaveError, match="is code, and zarchive stores data, never code") as info:
+        zarchive.save({"f": code}, tmp_path / "f.zarc")
+    assert "register a handler" not in str(info.value) and info.value.path == "f"

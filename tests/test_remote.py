@@ -67,7 +67,7 @@ def test_remote_overwrite_and_missing(mem_url):
     zarchive.save({"v": 1}, url)
     zarchive.save({"v": 2}, url)
     assert zarchive.read(url) == {"v": 2}
-    with pytest.raises(zarchive.MemberNotFoundError, match="no archive"):
+    with pytest.raises(zarchive.ArchiveNotFoundError, match="no archive"):
         zarchive.open(f"{mem_url}/nope.zarc")
     with pytest.raises(zarchive.FormatError, match="directory"):
         zarchive.open(mem_url)
@@ -200,7 +200,7 @@ def test_s3_round_trip_and_overwrite(s3):
     zarchive.save({"v": 2}, url, storage_options=s3["options"])
     assert zarchive.read(url, storage_options=s3["options"]) == {"v": 2}
     assert s3["fs"].ls(f"{s3['bucket']}/runs") == [f"{s3['bucket']}/runs/a.zarc"]  # nothing else uploaded
-    with pytest.raises(zarchive.MemberNotFoundError):
+    with pytest.raises(zarchive.ArchiveNotFoundError):
         zarchive.open(f"s3://{s3['bucket']}/runs/missing.zarc", storage_options=s3["options"])
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from .api import ZArchive
 from .errors import (
+    ArchiveNotFoundError,
     ConfigMismatchError,
     DeviceError,
     ExportWarning,
@@ -45,6 +46,7 @@ from .verify_result import VerifyResult
 # `open` is not in __all__: `from zarchive import *` must not shadow the builtin open (zarchive.open stays)
 __all__ = [
     "FORMAT_VERSION",
+    "ArchiveNotFoundError",
     "ConfigMismatchError",
     "DeviceError",
     "ErrorMode",

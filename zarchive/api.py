@@ -17,7 +17,7 @@ from .container.source import ByteSource, BytesSource, open_local
 from .context import SaveContext
 from .deploy import ExportErrors
 from .deploy import check_arguments as check_export_arguments
-from .errors import FormatError, MemberNotFoundError
+from .errors import ArchiveNotFoundError, FormatError, NotAZipError
 from .gcpause import gc_paused
 from .handlers.base import Handler
 from .handlers.omegaconf_ import to_plain as config_to_plain
@@ -145,7 +145,7 @@ class ZArchive:
             recorded (`arc.exports`). An export that fails or disagrees raises SaveError naming it;
             export_errors="warn" saves without it instead, with an ExportWarning. Needs the `deploy`
             extra for ONNX."""
-        check_target(file_path, storage_options)
+        check_target(file_path, storage_options, obj)
         planned = self.plan_save(obj, export=export, example_inputs=example_inputs, export_errors=export_errors)
         wait_for(path_key(file_path))
         return self._write(planned, file_path, storage_options)
@@ -159,7 +159,7 @@ class ZArchive:
         (the ZArchiveError a save would raise, or OSError) are the future's exception. A save to a
         path whose earlier save_async is still being written waits for it first; saves are written
         one at a time, in order, and an interpreter exit waits for them (see zarchive.async_save)."""
-        check_target(file_path, storage_options)
+        check_target(file_path, storage_options, obj)
         return submit(
             path_key(file_path),
             lambda stage: self.plan_save(obj, stage=stage),
@@ -251,7 +251,7 @@ class ZArchive:
             try:
                 source = open_local(path, mmap=self.mmap) if lazy else BytesSource(_read_all(path))
             except FileNotFoundError:
-                raise MemberNotFoundError(f"no archive at {path!r}") from None
+                raise ArchiveNotFoundError(f"no archive at {path!r}") from None
             except IsADirectoryError:
                 raise FormatError(f"{path!r} is a directory, not an archive") from None
         try:
@@ -262,13 +262,15 @@ class ZArchive:
                     max_decompressed=self.max_decompressed,
                     max_read_bytes=self.max_read_bytes,
                 )
-        except FormatError:
+        except FormatError as e:
             from .foreign import open_if_foreign  # torch.save, .safetensors, .npy, .npz (known by their bytes)
             from .zanj import open_if_zanj  # a ZANJ file (known by its members) gets the ZANJ reader
 
             opened = open_if_zanj(source, self, policy) or open_if_foreign(source, self, policy)
             if opened is None:
                 source.close()
+                if isinstance(e, NotAZipError) and isinstance(file_path, (str, os.PathLike)):
+                    raise NotAZipError(f"{os.fspath(file_path)!r}: {e.message}", member=e.member, path=e.path) from None
                 raise
             return opened
         except BaseException:

@@ -19,7 +19,7 @@ from typing import Any
 
 from .container.safetensors_layout import MAX_HEADER_BYTES
 from .convert_out import check_output_size, write_beside
-from .errors import FormatError, MemberNotFoundError, SaveError, UnknownTypeError, ZArchiveError
+from .errors import ArchiveNotFoundError, FormatError, SaveError, UnknownTypeError, ZArchiveError
 from .objpath import escape
 
 ZARC_EXTS = (".zarc",)
@@ -86,7 +86,7 @@ def convert(
     shards a .safetensors output with a Hugging Face index."""
     kind = conversion_kind(src, dst)
     if not os.path.isfile(src):
-        raise MemberNotFoundError(f"no file at {os.fspath(src)!r}")
+        raise ArchiveNotFoundError(f"no file at {os.fspath(src)!r}")
     if os.path.abspath(src) == os.path.abspath(dst):
         raise ValueError("source and destination are the same file")
     exporting = select is not None or arrays is not None or max_shard_size is not None

@@ -80,6 +80,14 @@ class MemberNotFoundError(ZArchiveError, KeyError):
         return self._render()
 
 
+class ArchiveNotFoundError(ZArchiveError, FileNotFoundError):
+    """There is no file (or fsspec object) at the path a read, open or verify was given. Also a
+    FileNotFoundError, as the OS would say for it."""
+
+    def __str__(self) -> str:  # OSError would render (errno, strerror) otherwise
+        return self._render()
+
+
 class ConfigMismatchError(ZArchiveError, TypeError):
     """An archive holds a model or config of a different class than the one asked to read it."""
 

@@ -75,10 +75,9 @@ def warn_on_save(cls: type, tag: str, what: str) -> None:
         _warned.add(cls)
     name = cls.__name__
     warnings.warn(
-        f"saving a {what} of class {tag!r}, defined {where}: a program reading this file later will not "
-        f"find that class. Define {name} in a module the reader imports, or give it a stable name before "
-        f"saving and before reading: zarchive.register_class({name}, name='yourproject:{name}'). (A reader "
-        "without the class can still read the values with unresolved='generic'.)",
+        f"{what} class {tag!r} is defined {where}, so a program reading this file cannot find it: define {name} "
+        f"in a module, or name it with zarchive.register_class({name}, name='yourproject:{name}') before saving "
+        "(without the class, a reader gets its values with unresolved='generic')",
         ClassLocationWarning,
         stacklevel=_outside_zarchive(),
     )

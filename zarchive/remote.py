@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 
 from .container.archive_writer import atomic_write
 from .container.source import ByteSource, BytesSource, FileSource, open_local
-from .errors import FormatError, MemberNotFoundError
+from .errors import ArchiveNotFoundError, FormatError
 
 REMOTE_BLOCK_SIZE = 64 << 10  # read-ahead per request: a few of these per value, not the whole object
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
@@ -146,7 +146,7 @@ def open_source(
     except (FileNotFoundError, IsADirectoryError):
         if local is not None and os.path.isdir(local) or local is None and fs.isdir(path):
             raise FormatError(f"{target!r} is a directory, not an archive") from None
-        raise MemberNotFoundError(f"no archive at {target!r}") from None
+        raise ArchiveNotFoundError(f"no archive at {target!r}") from None
     try:
         return RemoteSource(f, owns=True)
     except BaseException:

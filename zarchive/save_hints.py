@@ -8,7 +8,9 @@ torch is never imported here: an object of its classes cannot exist unless torch
 
 from __future__ import annotations
 
+import functools
 import sys
+import types
 from typing import Any
 
 _MODULE = (
@@ -22,8 +24,24 @@ _STATEFUL = (
 )
 
 
+_CODE = (
+    "a {what} is code, and zarchive stores data, never code (a reader must not run anything a file names): "
+    "save the values it computes, or its name as a string and look it up in your program after reading"
+)
+_CODE_KINDS: tuple[tuple[tuple[type, ...], str], ...] = (
+    ((types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial), "function"),
+    ((types.ModuleType,), "module"),
+    ((types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType), "generator or coroutine"),
+    ((types.CodeType, types.FrameType, types.TracebackType), "code object"),
+)
+
+
 def save_hint(obj: Any) -> str | None:
-    """Advice for saving `obj`, when it is a torch module, optimizer or LR scheduler; else None."""
+    """Advice for saving `obj`, when it is code (a function, lambda, module, generator), a torch module,
+    optimizer or LR scheduler; else None."""
+    for kinds, what in _CODE_KINDS:
+        if isinstance(obj, kinds):
+            return _CODE.format(what=what)
     torch = sys.modules.get("torch")
     if torch is None:
         return None

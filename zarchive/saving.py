@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .container.archive_writer import MemberPlan, atomic_write, write_archive
+from .errors import SaveError
 from .progress import for_save as progress_for_save
 from .remote import is_file_object, is_url, save_to
 from .write_check import CheckedManifest, check_read_budget
@@ -26,10 +27,21 @@ class PlannedSave:
     metadata: dict[str, Any]
 
 
-def check_target(file_path: Any, storage_options: Mapping[str, Any] | None) -> None:
-    """Refuse, before any work, a target that no save could write to."""
+def check_target(file_path: Any, storage_options: Mapping[str, Any] | None, obj: Any = None) -> None:
+    """Refuse, before any work, a target that no save could write to (`obj`: what is being saved, to
+    recognise the two arguments given the other way round)."""
     if is_url(file_path) or is_file_object(file_path):
         return
+    if not isinstance(file_path, (str, os.PathLike)):
+        if isinstance(obj, (str, os.PathLike)):
+            raise SaveError(
+                f"the arguments look swapped: got {os.fspath(obj)!r} as the object and a {type(file_path).__name__} "
+                "as the path; save(obj, file_path) takes the object first (save_checkpoint(path, model, ...) is "
+                "the one that takes the path first)"
+            )
+        raise SaveError(
+            f"file_path must be a path, an fsspec URL or a writable binary file object, not a {type(file_path).__name__}"
+        )
     if not os.fspath(file_path):
         raise ValueError("file_path is empty")
     if storage_options:

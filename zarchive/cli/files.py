@@ -34,7 +34,8 @@ def cmd_verify(args: Any) -> int:
         print(f"DAMAGED {args.path}: {e}")
         return EXIT_FAILED
     except ZArchiveError as e:
-        raise CliError(f"{args.path}: cannot read it as an archive: {e}") from None
+        said = str(e).replace(f"{str(args.path)!r}: ", "", 1)  # the file is named once, first
+        raise CliError(f"{args.path}: cannot read it as an archive: {said}") from None
     with arc:
         result = arc.verify()
         problems = list(result)

@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from ..container.source import ByteSource, BytesSource, open_local
-from ..errors import FormatError, MemberNotFoundError
+from ..errors import ArchiveNotFoundError, FormatError
 from ..options import ErrorMode
 from ..plan import ReadPolicy
 from .archive import DEFAULT_MAX_MEMBER_BYTES, ZanjArchive
@@ -104,6 +104,6 @@ def _source(file_path: Any) -> ByteSource:
     try:
         return open_local(path)
     except FileNotFoundError:
-        raise MemberNotFoundError(f"no file at {path!r}") from None
+        raise ArchiveNotFoundError(f"no file at {path!r}") from None
     except IsADirectoryError:
         raise FormatError(f"{path!r} is a directory, not a ZANJ file") from None
