@@ -174,3 +174,44 @@ def test_remote_checkpoint_path():
     finally:
         if mem.exists("/zarchive-lightning-test"):
             mem.rm("/zarchive-lightning-test", recursive=True)
+
+
+class ModuleWithALossModule(pl.LightningModule):
+    """save_hyperparameters() of a module argument: Lightning's own IO pickles it; zarchive cannot."""
+
+    def __init__(self, loss_fn: torch.nn.Module | None = None, lr: float = 0.05) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.loss_fn = loss_fn if loss_fn is not None else torch.nn.MSELoss()
+        self.layer = torch.nn.Linear(3, 1)
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        return self.loss_fn(self.layer(x), y)
+
+    def configure_optimizers(self):  # type: ignore[no-untyped-def]
+        return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+
+
+def test_a_hyperparameter_that_cannot_be_saved_is_left_out_with_a_warning_and_training_goes_on(tmp_path) -> None:
+    model = ModuleWithALossModule(loss_fn=torch.nn.SmoothL1Loss())
+    with pytest.warns(
+        UserWarning, match=r"hyper_parameters leave out .*'loss_fn' \(torch.nn.modules.loss.SmoothL1Loss\)"
+    ):
+        _trainer(tmp_path, 16, ZArchiveCheckpointIO()).fit(model, TinyData())  # 2 epochs, a checkpoint each
+    saved = zarchive.read(tmp_path / "ckpts" / "last.ckpt")
+    assert saved["hyper_parameters"] == {"lr": 0.05} and saved["global_step"] == 16
+    resumed = ModuleWithALossModule(loss_fn=torch.nn.SmoothL1Loss())
+    start = RecordStart()
+    _trainer(tmp_path, 24, ZArchiveCheckpointIO(), start).fit(resumed, TinyData(), ckpt_path="last")
+    assert start.step == 16 and torch.equal(start.weight, saved["state_dict"]["layer.weight"])
+    back = load_from_checkpoint(ModuleWithALossModule, tmp_path / "ckpts" / "last.ckpt", loss_fn=torch.nn.L1Loss())
+    assert isinstance(back.loss_fn, torch.nn.L1Loss) and back.hparams.lr == 0.05
+
+
+def test_error_mode_except_keeps_refusing_such_a_hyperparameter(tmp_path) -> None:
+    with pytest.raises(zarchive.SaveError, match="hyperparameter 'loss_fn' cannot be saved") as info:
+        _trainer(tmp_path, 8, ZArchiveCheckpointIO(error_mode="except")).fit(
+            ModuleWithALossModule(loss_fn=torch.nn.SmoothL1Loss()), TinyData()
+        )
+    assert info.value.path == "hyper_parameters/loss_fn"

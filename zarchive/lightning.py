@@ -14,6 +14,11 @@ in a Lightning checkpoint are not data and are converted on the way in:
   any other name stays a string (Lightning then uses its AttributeDict).
 - Lightning's `AttributeDict` and `argparse.Namespace` become plain dicts.
 - omegaconf configs become plain dicts and lists (interpolations resolved; see zarchive.handlers).
+- A hyperparameter that zarchive cannot save (`save_hyperparameters()` of a module taking a
+  `loss_fn: nn.Module`, a callable, an open file...) is left out of `hyper_parameters` with one warning
+  naming it (per the ZArchive's `error_mode`: "except" raises instead, "log" logs, "ignore" says
+  nothing), so training never stops for a checkpoint's sake; resuming works (Lightning does not read
+  hyperparameters to resume), and `load_from_checkpoint(path, loss_fn=...)` passes the value again.
 Anything else that zarchive cannot save raises SaveError naming its place in the checkpoint.
 
 `LightningModule.load_from_checkpoint` reads with torch.load and cannot read a zarchive (it fails
@@ -31,6 +36,7 @@ from __future__ import annotations
 import argparse
 import copy
 import inspect
+import logging
 import os
 import sys
 import warnings
@@ -43,6 +49,8 @@ from typing import Any
 from ._compat import lightning as lightning_compat
 from .api import ZArchive
 from .async_save import path_key, wait_for
+from .errors import SaveError
+from .options import ErrorMode
 from .remote import exists, remove
 from .typeref import class_tag
 
@@ -57,6 +65,7 @@ except ImportError:
         ) from None
 
 _TYPE_KEYS = ("hparams_type", "datamodule_hparams_type")
+_HPARAM_KEYS = ("hyper_parameters", "datamodule_hyper_parameters")
 _OTHER_BASES = ("lightning.pytorch.plugins.io", "pytorch_lightning.plugins.io")
 
 
@@ -81,7 +90,8 @@ class ZArchiveCheckpointIO(_CheckpointIO):
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
         """Write `checkpoint` to `path` atomically (see zarchive.remote for URLs)."""
-        self.za.save(to_saveable(checkpoint), _fspath(path), storage_options=storage_options or self.storage_options)
+        saveable = to_saveable(checkpoint, self.za)
+        self.za.save(saveable, _fspath(path), storage_options=storage_options or self.storage_options)
 
     def load_checkpoint(
         self, path: Any, map_location: Any | None = None, weights_only: bool | None = None
@@ -122,7 +132,9 @@ class AsyncZArchiveCheckpointIO(ZArchiveCheckpointIO):
         """Capture `checkpoint` and write it to `path` in the background (atomically)."""
         self._raise_failed(wait=False)
         options = storage_options or self.storage_options
-        self._pending.append(self.za.save_async(to_saveable(checkpoint), _fspath(path), storage_options=options))
+        self._pending.append(
+            self.za.save_async(to_saveable(checkpoint, self.za), _fspath(path), storage_options=options)
+        )
 
     def load_checkpoint(
         self, path: Any, map_location: Any | None = None, weights_only: bool | None = None
@@ -292,16 +304,47 @@ def _is_datamodule(cls: type) -> bool:
 
 
 # --- conversions ---
-def to_saveable(checkpoint: dict[str, Any]) -> dict[str, Any]:
+def to_saveable(checkpoint: dict[str, Any], za: ZArchive | None = None) -> dict[str, Any]:
     """The checkpoint with Lightning's non-data values made into data (see the module docstring).
     Containers are copied only where something inside them changes, so state dicts keep their class
-    and `_metadata`."""
+    and `_metadata`. With `za`, hyperparameters it cannot save are left out (per its error_mode)."""
     out = dict(checkpoint)
     for key in _TYPE_KEYS:
         value = out.get(key)
         if isinstance(value, type):
             out[key] = class_tag(value)
-    return _plain(out)
+    out = _plain(out)
+    if za is not None:
+        for key in _HPARAM_KEYS:
+            if isinstance(out.get(key), dict):
+                out[key] = _saveable_hyperparameters(out[key], key, za)
+    return out
+
+
+def _saveable_hyperparameters(hparams: dict[Any, Any], key: str, za: ZArchive) -> dict[Any, Any]:
+    """`hparams` without the values `za` cannot save, each reported once per error_mode."""
+    left_out: list[str] = []
+    kept: dict[Any, Any] = {}
+    for name, value in hparams.items():
+        try:
+            za.plan_save(value)
+        except SaveError as e:
+            if za.settings.error_mode is ErrorMode.EXCEPT:
+                raise SaveError(f"hyperparameter {name!r} cannot be saved: {e.message}", path=f"{key}/{name}") from e
+            left_out.append(f"{name!r} ({type(value).__module__}.{type(value).__qualname__})")
+            continue
+        kept[name] = value
+    if left_out:
+        message = (
+            f"the checkpoint's {key} leave out what zarchive cannot save: {', '.join(left_out)}; training and "
+            "resuming are not affected, and load_from_checkpoint(path, NAME=...) passes such a value again "
+            "(or exclude it: self.save_hyperparameters(ignore=[...]))"
+        )
+        if za.settings.error_mode is ErrorMode.WARN:
+            warnings.warn(message, UserWarning, stacklevel=4)
+        elif za.settings.error_mode is ErrorMode.LOG:
+            logging.getLogger("zarchive").warning("%s", message)
+    return kept if left_out else hparams
 
 
 def from_saved(checkpoint: dict[str, Any]) -> dict[str, Any]:
