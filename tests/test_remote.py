@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -252,3 +253,31 @@ def test_s3_configured_from_the_environment(s3, monkeypatch):
         assert zarchive.read(url, storage_options=s3["options"]) == {"from": "env"}
     finally:
         s3fs.S3FileSystem.clear_instance_cache()
+
+
+@pytest.mark.parametrize("layer", ["blockcache", "filecache", "simplecache"])
+def test_open_through_fsspec_cache_layers_local_and_memory(tmp_path: Path, mem_url: str, layer: str) -> None:
+    sd = {f"w{i}": torch.randn(4096) for i in range(4)}
+    local = tmp_path / "sd.zarc"
+    zarchive.save(sd, local)
+    zarchive.save(sd, f"{mem_url}/sd.zarc")
+    options = {layer: {"cache_storage": str(tmp_path / "cache")}}
+    for url in (f"{layer}::file://{local}", f"{layer}::{mem_url}/sd.zarc"):
+        with zarchive.open(url, storage_options=options) as arc:
+            assert torch.equal(arc["w2"], sd["w2"]), url
+        assert zarchive.verify(url, storage_options=options)
+
+
+def test_blockcache_on_s3_fetches_only_the_blocks_a_tensor_needs(s3, tmp_path: Path) -> None:
+    sd = {f"w{i}": torch.randn(1 << 20) for i in range(16)}  # 16 tensors of 4 MiB
+    url = f"s3://{s3['bucket']}/runs/blocks.zarc"
+    zarchive.save(sd, url, storage_options=s3["options"])
+    cache = tmp_path / "cache"
+    options = {"s3": s3["options"], "blockcache": {"cache_storage": str(cache)}}
+    with zarchive.open(f"blockcache::{url}", storage_options=options) as arc:
+        assert torch.equal(arc["w7"], sd["w7"])
+    (cached,) = [p for p in cache.iterdir() if p.name != "cache"]
+    on_disk = cached.stat().st_blocks * 512  # blockcache writes the blocks it fetched into a sparse file
+    assert cached.stat().st_size > 60 << 20 and on_disk < 16 << 20, on_disk
+    with zarchive.open(f"blockcache::{url}", storage_options=options) as arc:  # again: from the cache
+        assert torch.equal(arc["w7"], sd["w7"])

@@ -142,7 +142,9 @@ def open_source(
             return open_local(local, mmap=mmap) if lazy else BytesSource(_read_local(local))
         if not lazy:
             return BytesSource(fs.cat_file(path))
-        f = fs.open(path, "rb", block_size=REMOTE_BLOCK_SIZE, cache_type="readahead")
+        f = _open_lazily(fs, path)
+        if not hasattr(f, "read"):  # a block cache over local files: read the file in place
+            return open_local(f, mmap=mmap)
     except (FileNotFoundError, IsADirectoryError):
         if local is not None and os.path.isdir(local) or local is None and fs.isdir(path):
             raise FormatError(f"{target!r} is a directory, not an archive") from None
@@ -152,6 +154,37 @@ def open_source(
     except BaseException:
         f.close()
         raise
+
+
+def _open_lazily(fs: Any, path: str) -> Any:
+    """An fsspec file for lazy reads of `path` (or, for a block cache over local files, the local path).
+
+    Opened with fsspec's read-ahead cache, except on fsspec's caching layers (`blockcache::`,
+    `filecache::`, `simplecache::`), which choose the file's cache themselves. fsspec's block cache
+    keeps blocks of files that are read in blocks (s3, gcs, http: its blocks are fetched only when
+    read, and kept on local disk); over file systems whose files are not (local files, memory://) it
+    cannot open them at all, so there the file is read in place, lazily, as the cache would give it."""
+    from fsspec.implementations.cached import CachingFileSystem, WholeFileCacheFileSystem
+    from fsspec.implementations.local import LocalFileSystem
+
+    if not isinstance(fs, CachingFileSystem):
+        return fs.open(path, "rb", block_size=REMOTE_BLOCK_SIZE, cache_type="readahead")
+    if isinstance(fs, WholeFileCacheFileSystem):  # filecache::, simplecache::: the whole file, once
+        return fs.open(path, "rb")
+    target = fs.fs  # blockcache::, over the file system it caches
+    if isinstance(target, LocalFileSystem):
+        return path
+    if not _reads_in_blocks(target):
+        return target.open(path, "rb", block_size=REMOTE_BLOCK_SIZE, cache_type="readahead")
+    return fs.open(path, "rb", block_size=REMOTE_BLOCK_SIZE)
+
+
+def _reads_in_blocks(fs: Any) -> bool:
+    """Whether `fs` opens files that fsspec's block cache can keep blocks of: its files are fsspec's
+    buffered files (what `AbstractFileSystem._open` makes, and what s3fs, gcsfs and http give)."""
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    return not isinstance(fs, MemoryFileSystem)
 
 
 def _read_local(path: str) -> bytes:
