@@ -244,10 +244,8 @@ class ZArchive:
             if storage_options:
                 raise TypeError("storage_options apply to URLs only")
             path = os.fspath(file_path)
-            if os.path.isdir(path):  # a sharded checkpoint (zarchive.dcp): a directory with an index
-                from .dcp.view import open_sharded
-
-                return open_sharded(path, self, policy)
+            if os.path.isdir(path) or path.endswith(".safetensors.index.json"):
+                return self._open_folder(path, policy)
             try:
                 source = open_local(path, mmap=self.mmap) if lazy else BytesSource(_read_all(path))
             except FileNotFoundError:
@@ -277,6 +275,27 @@ class ZArchive:
             source.close()
             raise
         return LazyArchive(reader, self.registry, self.settings, policy)
+
+    def _open_folder(self, path: str, policy: ReadPolicy) -> OpenedArchive:
+        """A checkpoint stored as several files: a Hugging Face sharded folder (or its index file), or
+        a DCP directory (zarchive.dcp); a folder that is neither says what was looked for."""
+        from .foreign import open_hf_folder
+
+        opened = open_hf_folder(path, self, policy)
+        if opened is not None:
+            return opened
+        from .dcp.index import INDEX_NAME
+        from .dcp.view import is_sharded, open_sharded
+
+        if not os.path.isdir(path):
+            raise ArchiveNotFoundError(f"no archive at {path!r}")
+        if is_sharded(path):
+            return open_sharded(path, self, policy)
+        raise FormatError(
+            f"{path!r} is a folder, not an archive, and holds no sharded checkpoint zarchive reads: neither a "
+            "Hugging Face index (*.safetensors.index.json, as save_pretrained(..., max_shard_size=...) writes) "
+            f"nor a DCP index ({INDEX_NAME}, as zarchive.dcp.ZArchiveWriter writes last)"
+        )
 
     def read(
         self,

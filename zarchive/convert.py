@@ -45,6 +45,8 @@ def _ext(path: PathLike) -> str:
 def conversion_kind(src: PathLike, dst: PathLike) -> str:
     """Which conversion the two file names ask for ('zanj->zarc', ...); a ValueError if none fits."""
     s, d = _ext(src), _ext(dst)
+    if d in ZARC_EXTS and is_hf_folder(src):
+        return "hf-sharded->zarc"
     if d in ZARC_EXTS:
         if s == ".zanj":
             return "zanj->zarc"
@@ -60,7 +62,7 @@ def conversion_kind(src: PathLike, dst: PathLike) -> str:
         return "zarc->torch"
     raise ValueError(
         f"cannot convert {s or 'a file without extension'} to {d or 'a file without extension'}: supported are "
-        ".zanj/.safetensors/.pt/.pth/.zarc -> .zarc, and .zarc -> .safetensors/.pt/.pth"
+        ".zanj/.safetensors/.pt/.pth/.zarc and Hugging Face sharded folders -> .zarc, and .zarc -> .safetensors/.pt/.pth"
     )
 
 
@@ -85,6 +87,8 @@ def convert(
     `arrays` adds numeric numpy arrays (default: only without `select`), `max_shard_size` ("5GB")
     shards a .safetensors output with a Hugging Face index."""
     kind = conversion_kind(src, dst)
+    if kind == "hf-sharded->zarc":
+        return hf_sharded_to_zarc(src, dst, compress=compress)
     if not os.path.isfile(src):
         raise ArchiveNotFoundError(f"no file at {os.fspath(src)!r}")
     if os.path.abspath(src) == os.path.abspath(dst):
@@ -173,6 +177,31 @@ def safetensors_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True) -
         raise FormatError(f"not a readable .safetensors file: {type(e).__name__}: {str(e)[:300]}") from None
     save(tensors, dst, compress=compress, custom_settings=_source_record("safetensors", src, metadata=dict(meta)))
     return ConvertReport(os.fspath(src), os.fspath(dst), "safetensors->zarc", count=len(tensors))
+
+
+def is_hf_folder(src: PathLike) -> bool:
+    """Whether `src` is a Hugging Face sharded checkpoint: a folder holding a `*.safetensors.index.json`
+    (or that index file itself)."""
+    from .foreign.hf_folder import find_index
+
+    try:
+        return find_index(os.fspath(src)) is not None
+    except (FormatError, OSError):
+        return os.path.isdir(src)  # a folder of several indexes: opening it says which to choose
+
+
+def hf_sharded_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True) -> ConvertReport:
+    """The tensors of a Hugging Face sharded checkpoint (the folder or its index) as one dict name ->
+    tensor, read by zarchive's lazy sharded reader under the default read budget."""
+    from .shortcuts import open as open_any
+    from .shortcuts import save
+
+    with open_any(src) as arc:
+        tensors = arc.load()
+        meta = dict(arc.meta.get("metadata", {}))
+    record = _source_record("safetensors-sharded", src, metadata={k: str(v) for k, v in meta.items()})
+    save(tensors, dst, compress=compress, custom_settings=record)
+    return ConvertReport(os.fspath(src), os.fspath(dst), "hf-sharded->zarc", count=len(tensors))
 
 
 def torch_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True) -> ConvertReport:

@@ -9,7 +9,6 @@ import sys
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from ..dcp.view import is_sharded
 from ..errors import UnknownTypeError
 from ..objpath import join_path
 
@@ -36,8 +35,8 @@ def check_file(path: str, *, remote_ok: bool = True) -> None:
         return
     if not os.path.exists(path):
         raise CliError(f"{path}: no such file")
-    if os.path.isdir(path) and not is_sharded(path):  # a sharded checkpoint directory is read as one
-        raise CliError(f"{path}: is a directory, not an archive")
+    # a folder is read as one checkpoint (a DCP directory, a Hugging Face sharded folder); zarchive.open
+    # says what it looked for in one that is neither
     if not os.access(path, os.R_OK):
         raise CliError(f"{path}: permission denied")
 

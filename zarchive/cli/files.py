@@ -200,9 +200,9 @@ def parse_compress_option(text: str | None) -> Any:
 
 
 def cmd_convert(args: Any) -> int:
-    from ..convert import conversion_kind, convert
+    from ..convert import conversion_kind, convert, is_hf_folder
 
-    if os.path.isdir(args.src):  # a sharded checkpoint directory (zarchive.dcp)
+    if os.path.isdir(args.src) and not is_hf_folder(args.src):  # a sharded checkpoint directory (zarchive.dcp)
         from .sharded import cmd_convert_sharded
 
         return cmd_convert_sharded(args, parse_compress_option(args.compress))
@@ -233,7 +233,7 @@ def cmd_convert(args: Any) -> int:
             raise
         raise CliError(str(e)) from None
     what = {"zarc->safetensors": "tensors", "safetensors->zarc": "tensors", "torch->zarc": "tensors",
-            "zarc->torch": "tensors"}.get(kind)  # fmt: skip
+            "zarc->torch": "tensors", "hf-sharded->zarc": "tensors"}.get(kind)  # fmt: skip
     count = f", {report.count} {what}" if what else ""
     print(f"converted {args.src} -> {args.dst} ({kind}{count})")
     for note in report.notes:

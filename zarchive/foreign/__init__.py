@@ -17,7 +17,7 @@ from ..plan import ReadPolicy
 from .archive import ForeignArchive
 from .formats import read_layout
 
-__all__ = ["ForeignArchive", "open_if_foreign"]
+__all__ = ["ForeignArchive", "open_hf_folder", "open_if_foreign"]
 
 
 def open_if_foreign(source: ByteSource, za: Any, policy: ReadPolicy | None = None) -> ForeignArchive | None:
@@ -29,6 +29,24 @@ def open_if_foreign(source: ByteSource, za: Any, policy: ReadPolicy | None = Non
         layout = read_layout(source, max_member_bytes=za.max_decompressed, budget=budget)
         if layout is None:
             return None
+        return ForeignArchive(
+            source, layout, settings=za.settings, max_member_bytes=za.max_decompressed, budget=budget, policy=policy
+        )
+    except BaseException:
+        source.close()
+        raise
+
+
+def open_hf_folder(path: str, za: Any, policy: ReadPolicy | None = None) -> ForeignArchive | None:
+    """A ForeignArchive over the shards of a Hugging Face sharded checkpoint, when `path` is such a
+    folder or its `*.safetensors.index.json`; else None."""
+    from .hf_folder import find_index, hf_folder_layout
+
+    index = find_index(path)
+    if index is None:
+        return None
+    source, layout, budget = hf_folder_layout(index, policy.max_read_bytes if policy is not None else za.max_read_bytes)
+    try:
         return ForeignArchive(
             source, layout, settings=za.settings, max_member_bytes=za.max_decompressed, budget=budget, policy=policy
         )

@@ -26,7 +26,13 @@ from .handlers import ForeignArrayHandler, ForeignTensorHandler, ForeignValues
 from .reader import ForeignReader
 from .torch_pickle import TensorRef
 
-KIND_NAMES = {"torch": "torch.save", "safetensors": "safetensors", "npy": "npy", "npz": "npz"}
+KIND_NAMES = {
+    "torch": "torch.save",
+    "safetensors": "safetensors",
+    "safetensors-sharded": "sharded safetensors",
+    "npy": "npy",
+    "npz": "npz",
+}
 
 
 def manifest_root(layout: ForeignLayout) -> Any:

@@ -182,7 +182,11 @@ def _inflated_prefix(zip_: ZanjZip, name: str, n: int) -> bytes:
 
 # --- .safetensors ---
 def _safetensors_layout(source: ByteSource, budget: ReadBudget) -> ForeignLayout:
-    label = "(safetensors header)"
+    return safetensors_layout(source, budget)
+
+
+def safetensors_layout(source: ByteSource, budget: ReadBudget, *, label: str = "(safetensors header)") -> ForeignLayout:
+    """The layout of a .safetensors file (`label`: what messages call its header)."""
     base = header_length(source.view(0, 8), source.size, member=label)
     head = source.view(0, base)
     budget.charge_json(head[8:], member=label)
