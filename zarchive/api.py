@@ -217,7 +217,7 @@ class ZArchive:
         *,
         lazy: bool = True,
         storage_options: StorageOptions = None,
-        trusted: Iterable[type | str] | None = None,
+        trusted: Iterable[type | str | Callable[..., Any]] | None = None,
         unresolved: Unresolved = "raise",
         tensors: TensorsAs = "torch",
     ) -> OpenedArchive:
@@ -305,7 +305,7 @@ class ZArchive:
         dtype: Any = None,
         lazy: bool = True,
         storage_options: StorageOptions = None,
-        trusted: Iterable[type | str] | None = None,
+        trusted: Iterable[type | str | Callable[..., Any]] | None = None,
         unresolved: Unresolved = "raise",
         tensors: TensorsAs = "torch",
     ) -> Any:
@@ -319,9 +319,12 @@ class ZArchive:
         lazy: True reads only what is used, when it is used (mapped with ZArchive(mmap=True));
             False reads the file into memory first. A remote (URL) archive is fetched whole
             either way: everything is needed, so one request beats many ranged ones.
-        trusted: classes (or 'module:QualName' tags) this read may construct; any other class the
-            file names raises UntrustedTypeError before anything is built. Built-in types are
-            always allowed. None (default): any class that is registered or already imported.
+        trusted: classes, functions (or their 'module:QualName' tags) this read may construct or
+            call; any other the file names or picks (a class, a handler from outside zarchive, a
+            registered ZANJ loader: what zarchive.audit lists) raises UntrustedTypeError before
+            anything is built. Built-in types are always allowed; a class brings its field functions
+            and a model its declared config class. None (default): any class that is registered or
+            already imported, any registered handler or loader.
         unresolved: "raise" (default) or "generic": a class that cannot be resolved comes back as a
             zarchive.GenericObject holding its tag and decoded fields.
         tensors: "torch" (default) or "numpy": tensors as numpy arrays, without importing torch

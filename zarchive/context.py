@@ -17,12 +17,13 @@ from .container.archive_reader import ArchiveReader
 from .container.archive_writer import RESERVED_NAMES, CompressHint, MemberPlan, Part
 from .container.byte_groups import CODEC as BYTE_GROUPS_CODEC
 from .container.names import collision_key, fit_stem, sanitize_component
-from .errors import FormatError, SaveError, VersionError, ZArchiveError
+from .errors import FormatError, SaveError, UntrustedTypeError, VersionError, ZArchiveError
 from .objpath import join_path
 from .options import ErrorMode, Settings
 from .plan import MemberReader, Plan, ReadPolicy, file_version
 from .protocol import FORMAT_MAJOR, FORMAT_MINOR, FORMAT_VERSION
 from .save_hints import save_hint
+from .typeref import code_tag, is_zarchive_code
 
 Node = Any  # a JSON value: the manifest form of one object
 
@@ -219,6 +220,20 @@ class LoadContext:
         except (KeyError, TypeError):
             raise self.error(f"the class {str(tag)[:200]!r} was not planned for this read") from None
 
+    def planned_code(self, code: Any) -> bool:
+        """Whether the plan of this read listed `code` (a class or callable of the reading program
+        that the file picks: see Planner.use_code), so trusted= has checked it."""
+        return code_tag(code) in self.plan.classes
+
+    def check_code(self, code: Any, what: str) -> None:
+        """Refuse to call `code` (UntrustedTypeError) unless the plan of this read listed it."""
+        if not self.planned_code(code):
+            raise UntrustedTypeError(
+                f"reading this would call {what}, {code_tag(code)!r}, which the plan of this read did not list "
+                "(read it again: audit() and trusted= see only what the plan lists)",
+                path=self.path_str,
+            )
+
     def load(self, node: Node, key: str | int | None = None) -> Any:
         """The object a manifest node describes, loaded at child `key` of the current path."""
         if key is not None:
@@ -239,7 +254,10 @@ class LoadContext:
                 if tag is None:
                     return {k: self.load(v, k) for k, v in node.items()}
                 try:
-                    return self.registry.for_tag(tag, tensors=self.policy.tensors).load(node, self)
+                    handler = self.registry.for_tag(tag, tensors=self.policy.tensors)
+                    if not is_zarchive_code(type(handler)):  # code the file picks: only as planned
+                        self.check_code(type(handler), f"the handler of {str(tag)[:100]!r} nodes")
+                    return handler.load(node, self)
                 except ZArchiveError as e:
                     if type(e) is FormatError and self._newer:
                         raise VersionError(
@@ -273,7 +291,10 @@ class LoadContext:
         if tag is None:
             return False
         try:
-            fill = getattr(self.registry.for_tag(tag, tensors=self.policy.tensors), "load_into", None)
+            handler = self.registry.for_tag(tag, tensors=self.policy.tensors)
+            if not is_zarchive_code(type(handler)):
+                self.check_code(type(handler), f"the handler of {str(tag)[:100]!r} nodes")
+            fill = getattr(handler, "load_into", None)
             return bool(fill(node, self, out)) if fill is not None else False  # (ZANJ's loaders have none)
         except ZArchiveError as e:
             if e.path is None:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .audit_report import AuditReport, export_audit
 from .browse import TreeBrowser
 from .container.archive_reader import ArchiveReader
 from .container.decode_ahead import DecodeAhead
@@ -163,14 +164,15 @@ class PlannedArchive(TreeBrowser):
         with gc_paused():
             return Planner(self._registry, self._reader, policy).run(self.node(path), split_path(path))
 
-    def audit(self, path: str = "") -> dict[str, list[str]]:
-        """Every class tag ('module:QualName') that loading `path` would construct or call, with the
-        object paths where each occurs. Reads the manifest (and .jsonl members that hold nodes) only;
-        works where the classes cannot be imported, and refuses nothing."""
+    def audit(self, path: str = "") -> AuditReport:
+        """Every class and callable ('module:QualName') that loading `path` would construct or call,
+        with the object paths where each occurs: the list `trusted=` checks (see zarchive.audit_report).
+        Reads the manifest (and .jsonl members that hold nodes) only; works where the classes cannot be
+        imported, calls nothing, and refuses no class."""
         self._check_open()
         with gc_paused():
             planner = Planner(self._registry, self._reader, self._policy, audit=True)
-            return dict(planner.run(self.node(path), split_path(path)).classes)
+            return AuditReport(planner.run(self.node(path), split_path(path)).classes)
 
     # --- loading ---
     def get(
@@ -386,6 +388,14 @@ class LazyArchive(PlannedArchive):
                 member=self._exports["torchscript"]["member"] if "torchscript" in self._exports else None,
             )
         return load_torchscript(self.export_bytes("torchscript"), map_location=map_location)
+
+    def audit(self, path: str = "") -> AuditReport:
+        """As PlannedArchive.audit; for the whole archive (`path` ""), `.exports` of the result lists
+        its exports too (member, kind, and what opening it runs: a read never does)."""
+        found = super().audit(path)
+        if not split_path(path):
+            found.exports = export_audit(self._exports)
+        return found
 
     def model_tag(self, path: str = "") -> str | None:
         """The class tag of the ConfiguredModel at `path`, or None when the value there is not one."""

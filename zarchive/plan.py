@@ -6,7 +6,10 @@ call (by tag, with the object paths where each occurs), every member it would re
 bytes those hold, and how many nodes there are. Then, before anything is built:
 - the limits are checked (`max_nodes`, `max_read_bytes`) against the figures the plan knows;
 - every class is checked against `trusted=` (when given) and resolved, without importing anything,
-  to a class or, with `unresolved="generic"`, to a GenericObject;
+  to a class or, with `unresolved="generic"`, to a GenericObject; so is every other callable of the
+  reading program that the file picks by name (a handler from outside zarchive, a registered ZANJ
+  loader: `use_code`). `Plan.classes` is the one list of both: audit() shows it, and construction
+  calls no code that is not in it (LoadContext.check_code);
 - a node this reader does not know, in a file of a newer minor format version, is a VersionError.
 Phase two (context.LoadContext) constructs from the manifest as planned.
 """
@@ -26,7 +29,7 @@ from .errors import FormatError, UnknownTypeError, UnsafeArchiveError, Untrusted
 from .nodes.base import NodeSchema, SchemaSource
 from .objpath import join_path
 from .protocol import FORMAT_MAJOR, FORMAT_MINOR, FORMAT_VERSION
-from .typeref import CLASS_KINDS, class_tag, resolve_class
+from .typeref import CLASS_KINDS, class_tag, code_tag, is_zarchive_code, resolve_class
 
 DEFAULT_MAX_NODES = 20_000_000
 Unresolved = Literal["raise", "generic"]
@@ -37,7 +40,7 @@ TensorsAs = Literal["torch", "numpy"]
 class ReadPolicy:
     """What a read may construct, and how much it may read."""
 
-    trusted: frozenset[str] | None = None  # class tags; None: every resolvable class
+    trusted: frozenset[str] | None = None  # class and callable tags; None: every resolvable class
     given: dict[str, type] = field(default_factory=dict)  # classes passed in trusted= or as the root's class
     unresolved: Unresolved = "raise"
     tensors: TensorsAs = "torch"
@@ -48,7 +51,7 @@ class ReadPolicy:
     def make(
         cls,
         *,
-        trusted: Iterable[type | str] | None = None,
+        trusted: Iterable[type | str | Callable[..., Any]] | None = None,
         unresolved: str = "raise",
         tensors: str = "torch",
         max_nodes: int = DEFAULT_MAX_NODES,
@@ -75,8 +78,10 @@ class ReadPolicy:
                     given[class_tag(t)] = t
                 elif isinstance(t, str) and t.count(":") == 1:
                     tags.add(t)
+                elif callable(t) and isinstance(getattr(getattr(t, "__func__", t), "__qualname__", None), str):
+                    tags.add(code_tag(t))  # a function (a registered loader): trusted by its tag
                 else:
-                    raise TypeError(f"trusted= takes classes and 'module:QualName' tags, not {t!r}")
+                    raise TypeError(f"trusted= takes classes, functions and 'module:QualName' tags, not {t!r}")
         return cls(
             frozenset(tags) if tags is not None else None,
             given,
@@ -95,7 +100,7 @@ class ReadPolicy:
 class Plan:
     """What one read will do: the classes (tag -> object paths), the members and their bytes."""
 
-    classes: dict[str, list[str]] = field(default_factory=dict)
+    classes: dict[str, list[str]] = field(default_factory=dict)  # classes and callables (see use_code)
     resolved: dict[tuple[str, str], type | None] = field(default_factory=dict)  # None: a GenericObject
     members: dict[str, int] = field(default_factory=dict)  # member -> bytes reading it allocates
     inline_bytes: int = 0
@@ -230,6 +235,8 @@ class Planner:
                 "package that provides it",
                 path=self.path_str,
             )
+        if not is_zarchive_code(type(schema)):  # a handler from outside zarchive is code the file picks
+            self.use_code(type(schema), f"the handler of {str(tag)[:100]!r} nodes")
         self._plan_typed(tag, schema, node)
 
     def _plan_typed(self, tag: Any, schema: NodeSchema, node: dict[str, Any]) -> None:
@@ -324,6 +331,20 @@ class Planner:
         """A function the read will call that the file does not choose freely (a defaultdict factory
         among the builtin types): listed by audit, always allowed."""
         self.plan.classes.setdefault(tag, []).append(self.path_str)
+
+    def use_code(self, code: Any, what: str) -> None:
+        """Reading the current node calls `code`, a class or callable of the reading program that the
+        file picks by name (`what` says which: a handler from outside zarchive, a registered loader):
+        listed under its tag (typeref.code_tag), and refused unless `trusted=` (when given) names it."""
+        tag = code_tag(code)
+        self.plan.classes.setdefault(tag, []).append(self.path_str)
+        trusted = self.policy.trusted
+        if not self.audit and trusted is not None and tag not in trusted:
+            raise UntrustedTypeError(
+                f"reading this calls {what}, {tag!r}, which is not in trusted= (add it, or read with "
+                "zarchive.audit first to see every class and callable the read would run)",
+                path=self.path_str,
+            )
 
     def seed_class(self, tag: str, kind: str, cls: type) -> None:
         """`tag` is `cls`, known from a class already resolved (a model's declared config class):

@@ -6,7 +6,7 @@ habits (`weights_only=`, `pickle_module=`)."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -18,10 +18,13 @@ from .verify_result import VerifyResult
 
 
 def audit(file_path: PathLike | bytes | Any, *, storage_options: StorageOptions = None) -> dict[str, list[str]]:
-    """Every class tag ('module:QualName') that reading the file would construct or call
-    (dataclasses, named tuples, enums, ConfiguredModels, their field functions, defaultdict
-    factories), each with the object paths where it occurs. Reads the manifest only (and .jsonl
-    members whose lines are nodes); never imports, constructs or refuses a class."""
+    """Every class and callable ('module:QualName') that reading the file would construct or call,
+    each with the object paths where it occurs: the classes it names (dataclasses, named tuples,
+    enums, ConfiguredModels and their configs), their field functions, defaultdict factories,
+    handlers from outside zarchive and registered ZANJ loaders it picks. `trusted=` checks this same
+    list before anything is built. The result's `.exports` lists the archive's exports (member, kind,
+    what opening one runs; a read never does). Reads the manifest only (and .jsonl members whose
+    lines are nodes); never imports, constructs, calls or refuses a class."""
     with ZArchive(verify=True).open(file_path, storage_options=storage_options) as arc:
         return arc.audit()
 
@@ -99,7 +102,7 @@ def read(
     dtype: Any = None,
     lazy: bool = True,
     storage_options: StorageOptions = None,
-    trusted: Iterable[type | str] | None = None,
+    trusted: Iterable[type | str | Callable[..., Any]] | None = None,
     unresolved: Unresolved = "raise",
     tensors: TensorsAs = "torch",
     **settings: Any,
@@ -123,7 +126,7 @@ def open(
     *,
     lazy: bool = True,
     storage_options: StorageOptions = None,
-    trusted: Iterable[type | str] | None = None,
+    trusted: Iterable[type | str | Callable[..., Any]] | None = None,
     unresolved: Unresolved = "raise",
     tensors: TensorsAs = "torch",
     **settings: Any,

@@ -18,7 +18,7 @@ The contract itself lives in `zarchive.configured`; this class adds saving and r
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Self, TypeVar
 
 from .api import ZArchive
@@ -60,7 +60,7 @@ class ConfiguredModel(ConfiguredModelBase[T_config]):
         map_location: Any = None,
         *,
         dtype: Any = None,
-        trusted: Iterable[type | str] | None = None,
+        trusted: Iterable[type | str | Callable[..., Any]] | None = None,
     ) -> Self:
         """The model saved at `file_path`, which must be of this class (or a subclass of it).
 

@@ -29,6 +29,19 @@ def class_tag(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
+def code_tag(code: Any) -> str:
+    """The name audit() lists and trusted= takes for a class or callable a read runs: its
+    "module:QualName" (a function's own; a bound method's is its function's)."""
+    fn = getattr(code, "__func__", code)
+    return f"{getattr(fn, '__module__', None) or '?'}:{getattr(fn, '__qualname__', None) or type(fn).__qualname__}"
+
+
+def is_zarchive_code(code: Any) -> bool:
+    """Whether a class or callable is zarchive's own (defined in the zarchive package)."""
+    module = getattr(getattr(code, "__func__", code), "__module__", None) or ""
+    return module == "zarchive" or module.startswith("zarchive.")
+
+
 def register_class(cls: T, *, name: str | None = None, overwrite: bool = False) -> T:
     """Make `cls` loadable by its tag (or `name`), even when defined in a function or __main__."""
     tag = name or class_tag(cls)

@@ -272,12 +272,15 @@ def cmd_audit(args: Any) -> int:
     """Every class the archive would construct or call when read, with its object paths."""
     with open_archive(args.path) as arc:
         found = arc.audit(join_path(split_path(args.objpath)))
+    exports = getattr(found, "exports", {})
     if args.json:
-        print(json.dumps(found, indent=2))
+        print(json.dumps(found.as_json() if hasattr(found, "as_json") else found, indent=2))
         return EXIT_OK
     if not found:
         print("no classes: reading builds only built-in types")
     for tag, paths in found.items():
         shown = ", ".join(show_path(p) for p in paths[:8]) + (f" and {len(paths) - 8} more" if len(paths) > 8 else "")
         print(f"{tag}\n    at {shown}")
+    for name, entry in exports.items():  # beside the object tree: a read never opens them
+        print(f"export {name} ({entry['member']}): opening it runs {entry['runs']}")
     return EXIT_OK

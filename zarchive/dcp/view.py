@@ -20,6 +20,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from ..audit_report import AuditReport
 from ..browse import TreeBrowser
 from ..errors import FormatError, IntegrityError, MemberNotFoundError, ZArchiveError
 from ..nodes.base import MISSING
@@ -212,8 +213,9 @@ class ShardedCheckpoint(TreeBrowser):
         raise FormatError("a sharded checkpoint has no single manifest to plan: read values with arc[path]")
 
     def audit(self, path: str = "") -> dict[str, list[str]]:
-        """Every class tag reading the non-tensor values under `path` would construct, by object path."""
-        out: dict[str, list[str]] = {}
+        """Every class and callable reading the non-tensor values under `path` would construct or
+        call, by object path (see zarchive.audit_report)."""
+        out: dict[str, list[str]] = AuditReport({})
         for where, e in self._entries_under(path):
             if isinstance(e, ObjectEntry):
                 for tag, paths in self.shard(e.shard).audit(join_path(["objects", e.key])).items():

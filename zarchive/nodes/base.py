@@ -1,7 +1,8 @@
 """What a reader knows about one node type without constructing anything: its shape.
 
 A `NodeSchema` checks a node (`plan`: validate it, report the classes, members and children it
-needs to the planner, which visits the children), lists its children for browsing (`children`,
+needs to the planner, which visits the children, and the code of the reading program it would run:
+see `PlanSink.use_code`), lists its children for browsing (`children`,
 `child`) and describes it in one line (`summary`). Schemas import neither torch nor pandas, so
 planning, auditing and browsing an archive never do; a `Handler` is a schema that can also save
 and construct its type.
@@ -38,6 +39,10 @@ class PlanSink(Protocol):
     def given(self) -> dict[str, type]: ...
     def use_class(self, tag: Any, kind: str, *, found: type | UnknownTypeError | None = None) -> type | None: ...
     def seed_class(self, tag: str, kind: str, cls: type) -> None: ...
+    def use_code(self, code: Any, what: str) -> None:
+        """Reading the node calls `code` (a class or callable of the reading program, not of the file:
+        a registered loader, a handler): listed by audit, refused (UntrustedTypeError) unless trusted."""
+        ...
 
 
 class NodeSchema:
@@ -51,7 +56,10 @@ class NodeSchema:
 
     def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         """Check `node` and visit its child nodes through `p` (default: every nested JSON value,
-        with the member it names recorded). Constructs nothing."""
+        with the member it names recorded). Constructs and calls nothing: every class the read of
+        this node would construct is declared through `p.use_class`, every other callable it would
+        call through `p.use_code` (a schema outside zarchive is declared by the planner itself: it is
+        the code that reads its nodes). audit() lists what is declared; trusted= checks it."""
         p.walk_fields(node)
 
     def children(self, node: dict[str, Any]) -> dict[str, Any] | None:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..container import npy
 from ..context import LoadContext, Node, SaveContext
-from ..errors import FieldMismatchError
+from ..errors import FieldMismatchError, UnknownTypeError
 from ..generic import GenericObject
 from ..handlers.base import Handler
 from ..handlers.dataclass_ import build_dataclass
@@ -244,9 +244,13 @@ class ZanjUnknownHandler(ZanjReading, ZanjUnknownSchema, Handler):
 
     def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
         fmt = str(node.get(FORMAT_KEY))
-        loader = find_format_loader(fmt, node)
+        loader = find_format_loader(fmt, node, allowed=ctx.planned_code)  # among the loaders the plan listed
         if loader is None and self.unknown != "dict":
-            raise ctx.error(f"the ZANJ format {fmt[:100]!r} is not one this reader knows")
+            raise ctx.error(
+                f"the ZANJ format {fmt[:100]!r} is not one this reader knows (no registered loader accepts it: "
+                "register its loader with zarchive.compat.zanj.register_loader_handler before reading)",
+                cls=UnknownTypeError,
+            )
         loaded = {k: ctx.load(v, k) for k, v in node.items()}
         if loader is None:
             return loaded

@@ -23,7 +23,7 @@ from ..nodes.base import NodeSchema, PlanSink
 from ..typeref import class_tag
 from .classes import SDC_SUFFIX, config_class_of, resolve_dataclass, resolve_model
 from .container import loads_json
-from .format_loaders import find_format_loader
+from .format_loaders import loader_code
 
 FORMAT_KEY = "__muutils_format__"
 REF_KEY = "$ref"
@@ -365,12 +365,15 @@ class ZanjUnknownSchema(ZanjSchema):
         fmt = node.get(FORMAT_KEY)
         if not isinstance(fmt, str):
             raise p.error(f"{FORMAT_KEY!r} must be a string, not {type(fmt).__name__}")
-        if self.unknown == "error" and find_format_loader(fmt, node) is None:
+        code = loader_code(fmt)  # declared, not called: a check runs only once trusted= allowed it
+        if self.unknown == "error" and not code:
             raise UnknownTypeError(
                 f"the ZANJ format {fmt[:100]!r} is not one this reader knows (a custom ZANJ serializer wrote it? "
                 "register its loader with zarchive.compat.zanj.register_loader_handler before reading)",
                 path=p.path_str,
             )
+        for fn, what in code:
+            p.use_code(fn, what)
         for k, v in node.items():
             p.visit(v, k)
 

@@ -63,6 +63,8 @@ def register_loader_handler(handler: LoaderHandler) -> None:
             uid=handler.uid,
             load=lambda item, path: handler.load(item, path, None),
             check=lambda item: bool(handler.check(item, (), None)),
+            load_code=handler.load,  # the user's functions: what audit() lists and trusted= checks
+            check_code=handler.check,
         )
     )
 
@@ -73,16 +75,42 @@ def loader_handlers() -> dict[str, LoaderHandler]:
         return dict(LOADER_MAP)
 
 
-def get_item_loader(json_item: Any, path: ObjectPath = (), zanj: Any = None, error_mode: Any = None) -> Any:
+def loader_code(json_item: Any) -> list[tuple[Callable[..., Any], str]]:
+    """The registered functions that finding and running the loader of `json_item` may call, each
+    with what it is: the load of the loader its "__muutils_format__" names, else the check (each is
+    asked) and load of every registered loader. Nothing is called."""
+    handlers = loader_handlers()
+    if isinstance(json_item, Mapping):
+        fmt = json_item.get(FORMAT_KEY)
+        if isinstance(fmt, str) and fmt in handlers:
+            return [(handlers[fmt].load, f"the ZANJ loader {fmt[:100]!r}")]
+    out: list[tuple[Callable[..., Any], str]] = []
+    for uid, handler in handlers.items():
+        out.append((handler.check, f"the check of the ZANJ loader {uid[:100]!r}"))
+        out.append((handler.load, f"the ZANJ loader {uid[:100]!r}"))
+    return out
+
+
+def get_item_loader(
+    json_item: Any,
+    path: ObjectPath = (),
+    zanj: Any = None,
+    error_mode: Any = None,
+    *,
+    allowed: Callable[[Callable[..., Any]], bool] | None = None,
+) -> Any:
     """The registered LoaderHandler for `json_item`: by its "__muutils_format__", else the first whose
-    check accepts it; None if there is none."""
+    check accepts it; None if there is none. `allowed`: only loaders whose functions it accepts
+    (a read's plan: see loader_code)."""
     with LOADER_MAP_LOCK:
         handlers = dict(LOADER_MAP)
     if isinstance(json_item, Mapping):
         fmt = json_item.get(FORMAT_KEY)
-        if isinstance(fmt, str) and fmt in handlers:
+        if isinstance(fmt, str) and fmt in handlers and (allowed is None or allowed(handlers[fmt].load)):
             return handlers[fmt]
     for handler in handlers.values():
+        if allowed is not None and not (allowed(handler.check) and allowed(handler.load)):
+            continue
         if _accepts(handler, json_item, path, zanj):
             return handler
     return None
@@ -116,6 +144,7 @@ __all__ = [
     "ObjectPath",
     "get_item_loader",
     "load_item_recursive",
+    "loader_code",
     "loader_handlers",
     "register_loader_handler",
 ]

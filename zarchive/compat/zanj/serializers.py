@@ -10,6 +10,9 @@ other objects) is saved through zarchive's handlers as the value of a "zanj.cust
 
 Reading gives the value, read, to the LoaderHandler registered for it (zarchive.compat.zanj.loading);
 with no loader for it, the read fails (or, with unresolved="generic", returns the value as read).
+The loaders are code of the reading program that the file picks: planning a node declares the
+functions its read may call (loading.loader_code), which audit() lists and trusted= checks, and the
+read picks only among those.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from ...errors import FieldMismatchError, UnknownTypeError
 from ...handlers.base import Handler
 from ...nodes.base import NodeSchema, PlanSink
 from ...registry import HandlerRegistry
-from .loading import get_item_loader
+from .loading import get_item_loader, loader_code
 
 NAME = "zanj.custom"
 
@@ -37,6 +40,8 @@ class ZanjCustomSchema(NodeSchema):
             raise p.error("a 'zanj.custom' node needs the string 'uid' of the serializer that wrote it")
         if "value" not in node:
             raise p.error("a 'zanj.custom' node needs its 'value'")
+        for fn, what in loader_code(node["value"]):
+            p.use_code(fn, what)
         p.visit(node["value"], "value")
 
     def children(self, node: dict[str, Any]) -> dict[str, Any] | None:
@@ -76,7 +81,7 @@ class ZanjCustomHandler(ZanjCustomSchema, Handler):
             raise ctx.error("a 'zanj.custom' node needs a string 'uid'")
         value = ctx.load(node.get("value"), "value")
         path = tuple(ctx.path)
-        loader = get_item_loader(value, path, self.zanj)
+        loader = get_item_loader(value, path, self.zanj, allowed=ctx.planned_code)  # among those planned
         if loader is None:
             if ctx.policy.unresolved == "generic":
                 return value
