@@ -95,3 +95,18 @@ def set_config_class(config_class: type) -> Callable[[type[M]], type[M]]:
 
 
 __all__ = ["ConfiguredModelBase", "NoConfigClassError", "set_config_class"]
+
+
+def declared_config_class(cls: type) -> type | None:
+    """The config class a model class declares: zarchive's ConfiguredModel subclasses, and classes
+    still deriving from zanj's own `zanj.torchutil.ConfiguredModel` (half-migrated projects; zanj
+    is never imported here)."""
+    if issubclass(cls, ConfiguredModelBase):
+        return cls._config_class
+    from ._compat import zanj as zanj_compat
+
+    base = zanj_compat.zanj_model_base()
+    if base is not None and issubclass(cls, base):
+        found: type | None = zanj_compat.config_class(cls)
+        return found
+    return None

@@ -122,12 +122,15 @@ def is_enum_class(cls: type) -> bool:
 
 
 def is_model_class(cls: type) -> bool:
-    """A ConfiguredModel subclass. Such a class exists only once torch is imported, so this never
-    imports torch itself."""
+    """A ConfiguredModel subclass: zarchive's, or one still deriving from zanj's own (a half-migrated
+    project). Such a class exists only once torch (and zanj) is imported, so this imports neither."""
     if "torch" not in sys.modules or not isinstance(cls, type):
         return False
     base = getattr(sys.modules.get("zarchive.configured"), "ConfiguredModelBase", None)
-    return base is not None and issubclass(cls, base)
+    if base is not None and issubclass(cls, base):
+        return True
+    zanj_base = getattr(sys.modules.get("zanj.torchutil"), "ConfiguredModel", None)  # zanj's own, if imported
+    return isinstance(zanj_base, type) and issubclass(cls, zanj_base)
 
 
 # what a class node may name, by kind: (what to call it in messages, the test a class must pass)

@@ -30,11 +30,11 @@ from typing import Any
 import torch
 
 from .._compat import torch as torch_compat
-from ..configured import ConfiguredModelBase
+from ..configured import ConfiguredModelBase, declared_config_class
 from ..context import LoadContext, Node, SaveContext
 from ..errors import ConfigMismatchError, FormatError, UnsafeArchiveError
 from ..nodes.classes import ConfiguredModelSchema
-from ..typeref import class_tag
+from ..typeref import class_tag, is_model_class
 from .base import Handler, expect
 from .build_limit import AllocationLimit
 from .dataclass_ import DataclassHandler, load_dataclass, recorded_tag
@@ -48,7 +48,7 @@ NAME = "torch.ConfiguredModel"
 
 
 def _is_model_class(cls: type) -> bool:
-    return isinstance(cls, type) and issubclass(cls, ConfiguredModelBase)
+    return is_model_class(cls)
 
 
 class ConfiguredModelHandler(ConfiguredModelSchema, Handler):
@@ -59,10 +59,10 @@ class ConfiguredModelHandler(ConfiguredModelSchema, Handler):
 
     def save(self, model: ConfiguredModelBase[Any], ctx: SaveContext) -> Node:
         cls = type(model)
-        config_class = cls._config_class
+        config_class = declared_config_class(cls)
         if config_class is None:
             raise ctx.error(f"{cls.__qualname__} has no config class: decorate it with @set_config_class")
-        config = getattr(model, "config", None)
+        config = getattr(model, "zanj_model_config", None)  # .config; zanj's own models have only this name
         if not isinstance(config, config_class):
             raise ctx.error(
                 f"{cls.__qualname__}.config is a {type(config).__qualname__}, not its declared "
@@ -199,7 +199,7 @@ def _in_path(ctx: LoadContext, key: str, fn: Callable[[], Any]) -> Any:
 
 
 def _load_config(cfg_node: Any, ctx: LoadContext, cls: type[Any]) -> Any:
-    declared = cls._config_class
+    declared = declared_config_class(cls)
     if declared is None:
         raise ConfigMismatchError(f"{cls.__qualname__} has no config class (@set_config_class)", path=ctx.path_str)
     if not (isinstance(cfg_node, dict) and cfg_node.get("$type") == DataclassHandler.name):
