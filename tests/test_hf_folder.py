@@ -124,7 +124,7 @@ def test_an_index_that_disagrees_with_its_shards_is_refused(tmp_path: Path, edit
 
 def test_a_folder_that_is_neither_says_what_it_looked_for(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    with pytest.raises(zarchive.FormatError, match=r"Hugging Face index .*DCP index"):
+    with pytest.raises(zarchive.FormatError, match=r"no Hugging Face index .*no index.zarc"):
         zarchive.open(tmp_path / "empty")
     done = _cli("ls", str(tmp_path / "empty"))
     assert done.returncode == 2 and "Hugging Face index" in done.stderr and len(done.stderr.strip().splitlines()) == 1

@@ -399,3 +399,35 @@ def _tensor_leaves(draw: st.DrawFn) -> Any:
 )
 def test_nested_tensors_round_trip(obj: Any, compress: bool, check_roundtrip) -> None:
     check_roundtrip({"model": obj, "other": obj}, compress=compress)
+
+
+# --- memory formats: what torch.save keeps, kept ---
+@pytest.mark.parametrize("compress_weights", [False, True], ids=["plain", "compressed-weights"])
+def test_channels_last_and_transposed_tensors_keep_their_strides(tmp_path, compress_weights: bool) -> None:
+    conv = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8)).to(memory_format=torch.channels_last)
+    sd = dict(conv.state_dict())
+    sd["transposed"] = torch.randn(6, 5)[1:5].t()  # dense in memory, not in C order, inside a larger storage
+    sd["slice"] = torch.randn(6, 5)[:, 1:3]  # not dense: stored as its values, as before
+    path = tmp_path / "cl.zarc"
+    zarchive.save(sd, path, compress_weights=compress_weights)
+    for back in (zarchive.read(path), zarchive.read(path, lazy=False), zarchive.read(path, mmap=True)):
+        for name, t in sd.items():
+            assert torch.equal(back[name], t), name
+            if name != "slice":
+                assert back[name].stride() == t.stride(), (name, back[name].stride(), t.stride())
+        assert back["0.weight"].is_contiguous(memory_format=torch.channels_last)
+    with zarchive.open(path) as arc:
+        assert arc["0.weight"].stride() == sd["0.weight"].stride()
+        assert arc.node("transposed")["view"] == {"storage_offset": 0, "stride": [1, 5]}
+        assert "view" not in arc.node("slice")
+    reloaded = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8))
+    reloaded.load_state_dict({k: v for k, v in zarchive.read(path).items() if k not in ("transposed", "slice")})
+
+
+def test_a_channels_last_state_dict_reads_as_torch_load_keeps_it(tmp_path) -> None:
+    model = torch.nn.Conv2d(4, 16, 3).to(memory_format=torch.channels_last)
+    torch.save(model.state_dict(), tmp_path / "m.pt")
+    zarchive.save(model.state_dict(), tmp_path / "m.zarc")
+    theirs = torch.load(tmp_path / "m.pt", weights_only=True)
+    ours = zarchive.read(tmp_path / "m.zarc")
+    assert {k: v.stride() for k, v in ours.items()} == {k: v.stride() for k, v in theirs.items()}

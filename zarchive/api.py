@@ -292,9 +292,10 @@ class ZArchive:
         if is_sharded(path):
             return open_sharded(path, self, policy)
         raise FormatError(
-            f"{path!r} is a folder, not an archive, and holds no sharded checkpoint zarchive reads: neither a "
-            "Hugging Face index (*.safetensors.index.json, as save_pretrained(..., max_shard_size=...) writes) "
-            f"nor a DCP index ({INDEX_NAME}, as zarchive.dcp.ZArchiveWriter writes last)"
+            f"{path!r} is a folder, not an archive, and holds no sharded checkpoint zarchive reads: no Hugging "
+            "Face index (*.safetensors.index.json, as save_pretrained(..., max_shard_size=...) writes) and no "
+            f"{INDEX_NAME} (the DCP index zarchive.dcp.ZArchiveWriter writes last: a save killed before then "
+            "leaves none)"
         )
 
     def read(

@@ -127,6 +127,19 @@ def _group_width(dtype: torch.dtype) -> int:
     return dtype.itemsize if dtype.is_floating_point else 1
 
 
+def _dense_not_in_order(t: torch.Tensor) -> bool:
+    """Whether `t`'s elements fill one block of memory without gaps or overlaps, but not in C order
+    (channels_last, a transpose): then its memory order is what torch.save keeps, and so is kept here."""
+    if t.is_contiguous() or t.numel() <= 1:
+        return False
+    expected = 1
+    for stride, size in sorted((st, n) for st, n in zip(t.stride(), t.shape, strict=True) if n != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
 def _storage_key(t: torch.Tensor) -> tuple[Any, int] | None:
     """Which storage `t` views: (device, address of the storage's first byte). The address comes from
     the tensor's own (data_ptr less its offset): one storage object fewer per tensor."""
@@ -186,6 +199,13 @@ class TensorTable:
             and s.tensor.storage_offset() == t0.storage_offset()
             for s in batch
         )
+        if same_view and _dense_not_in_order(t0):  # channels_last, a transpose: keep its memory order
+            itemsize = t0.element_size()
+            span = torch.empty(0, dtype=torch.uint8, device=t0.device).set_(
+                t0.untyped_storage(), t0.storage_offset() * itemsize, (t0.numel() * itemsize,), (1,)
+            )
+            self._place_view(batch, group, key, span, storage_offset=0)
+            return
         if same_view:
             st_code, raw = ST_CODE.get(t0.dtype, ("U8", True))
             shape = (t0.numel() * t0.element_size(),) if raw else tuple(t0.shape)
@@ -198,13 +218,23 @@ class TensorTable:
             return
         storage = t0.untyped_storage()
         base = torch.empty(0, dtype=torch.uint8, device=t0.device).set_(storage)
-        entry = _Entry(key, base, "U8", (storage.nbytes(),), _is_floating(t0.dtype), storage.nbytes())
+        self._place_view(batch, group, key, base, storage_offset=None)
+
+    def _place_view(
+        self, batch: list[_Saved], group: _Group, key: str, data: torch.Tensor, *, storage_offset: int | None
+    ) -> None:
+        """One U8 entry holding `data` (bytes), each tensor of `batch` a view of it: at its own storage
+        offset (`storage_offset=None`: `data` is the whole storage), or at `storage_offset`."""
+        t0 = batch[0].tensor
+        nbytes = data.numel()
+        entry = _Entry(key, data, "U8", (nbytes,), _is_floating(t0.dtype), nbytes)
         entry.width = _group_width(t0.dtype)
         group.entries.append(entry)
         for s in batch:
             t = s.tensor
+            offset = t.storage_offset() if storage_offset is None else storage_offset
             s.node["key"] = key
-            s.node["view"] = {"storage_offset": t.storage_offset(), "stride": list(t.stride())}
+            s.node["view"] = {"storage_offset": offset, "stride": list(t.stride())}
             entry.nodes.append(s.node)
 
     def _plan_members(self, group: _Group) -> None:
