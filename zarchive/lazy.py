@@ -372,8 +372,10 @@ class LazyArchive(PlannedArchive):
     def onnx_session(self, **ort_kwargs: Any) -> Any:
         """An onnxruntime.InferenceSession of the ONNX export, made from its bytes (nothing written
         to disk); `ort_kwargs` go to InferenceSession (e.g. providers=, sess_options=). Needs the
-        `deploy` extra."""
-        return onnx_session(self.export_bytes("onnx"), **ort_kwargs)
+        `deploy` extra. The export is checked first to refer to nothing outside itself (external
+        data, execution-provider context files: deploy.onnx_check); UnsafeArchiveError otherwise."""
+        data = self.export_bytes("onnx")
+        return onnx_session(data, member=self._exports["onnx"]["member"], **ort_kwargs)
 
     def load_torchscript(self, *, trusted: bool = False, map_location: Any = None) -> Any:
         """The TorchScript export, loaded with torch.jit.load. A TorchScript file holds code that
