@@ -8,6 +8,7 @@ nodes that read as tensors."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
 import subprocess
@@ -174,3 +175,115 @@ def test_every_node_that_reads_as_a_tensor_is_hashed(tmp_path: Path) -> None:
                 value = arc.get(objpath)
                 declared = isinstance(node, dict) and arc.is_tensor(node)
                 assert declared == isinstance(value, torch.Tensor), (path.name, objpath)
+
+
+# --- views that are not contiguous: hashed in pieces, within the read budget ---
+def _views() -> dict[str, torch.Tensor]:
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    return {
+        "expanded": torch.tensor([1.5, -2.0, 3.25]).expand(5, 3),
+        "scalar_expanded": torch.tensor(7, dtype=torch.int16).expand(4, 2, 3),
+        "transposed": base.t(),
+        "stepped": base[:, ::2],
+        "inner_expanded": torch.arange(3, dtype=torch.int64).reshape(3, 1).expand(3, 4),
+    }
+
+
+@pytest.mark.parametrize("piece", [1, 8, 40, 1 << 20])
+def test_views_hash_like_their_contiguous_copies(monkeypatch: pytest.MonkeyPatch, piece: int) -> None:
+    import zarchive.weights_hash as wh
+
+    monkeypatch.setattr(wh, "HASH_PIECE", piece)  # pieces smaller than a row, a few rows, the whole
+    for name, view in _views().items():
+        assert not view.is_contiguous(), name
+        want = wh.tensor_digest(view.contiguous())
+        assert wh.tensor_digest(view) == want, name
+        assert wh.tensor_digest(view.numpy()) == wh.tensor_digest(view.contiguous().numpy()), name
+    big_endian = np.arange(12, dtype=">i4").reshape(3, 4)
+    assert wh.tensor_digest(big_endian.T) == wh.tensor_digest(np.ascontiguousarray(big_endian.T).astype("<i4"))
+
+
+def test_a_pt_file_of_views_hashes_like_the_zarc(tmp_path: Path) -> None:
+    sd = _views()
+    torch.save(sd, tmp_path / "v.pt")  # torch.save keeps the views: strides and shared storages
+    zarchive.save({k: v.contiguous() for k, v in sd.items()}, tmp_path / "v.zarc")
+    assert _hash(tmp_path / "v.pt") == _hash(tmp_path / "v.zarc") == state_dict_hash(sd)
+
+
+def _limits() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+
+def test_expanded_tensor_past_the_budget_is_refused_not_materialised(tmp_path: Path) -> None:
+    # a 1.4 KB file naming 8 GB of values (one float32 repeated 2**31 times): before the open gate
+    # counted hashing, `zarchive hash` copied it whole (a raw RuntimeError, or gigabytes resident)
+    torch.save({"w": torch.zeros(1).expand(1 << 31)}, tmp_path / "zs.pt")
+    assert (tmp_path / "zs.pt").stat().st_size < 4096
+    code = f"""
+import resource, zarchive
+try:
+    with zarchive.open({str(tmp_path / "zs.pt")!r}) as arc:
+        arc.weights_hash()
+    print("hashed")
+except zarchive.ZArchiveError as e:
+    print(type(e).__name__, e.path)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+"""
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        preexec_fn=_limits,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    verdict, peak_mb = out.stdout.split("\n")[:2]
+    assert verdict == "UnsafeArchiveError w"
+    assert int(peak_mb) < 1500  # torch itself is a few hundred MB; the 8 GB were never allocated
+    cli = subprocess.run(
+        [sys.executable, "-m", "zarchive", "hash", str(tmp_path / "zs.pt")],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        preexec_fn=_limits,
+    )
+    assert cli.returncode == 2, (cli.stdout, cli.stderr)
+    assert "max_read_bytes" in cli.stderr and "Traceback" not in cli.stderr
+
+
+def test_expanded_tensor_within_the_budget_is_hashed_in_bounded_memory(tmp_path: Path) -> None:
+    n = 100_000_000  # 400 MB of values from a 1.4 KB file, within the default budget
+    torch.save({"w": torch.full((1,), 0.5).expand(n)}, tmp_path / "zs.pt")
+    code = f"""
+import resource, zarchive
+with zarchive.open({str(tmp_path / "zs.pt")!r}) as arc:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(arc.weights_hash())
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        timeout=300,
+        preexec_fn=_limits,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    digest, grew_mb = out.stdout.split("\n")[:2]
+    assert int(grew_mb) < 250  # not the 400 MB copy
+    h = hashlib.sha256(b"zarchive.tensor.v1\x00")
+    h.update(struct.pack("<I", 7) + b"float32" + struct.pack("<I", 1) + struct.pack("<Q", n) + struct.pack("<Q", 4 * n))
+    piece = torch.full((1 << 20,), 0.5).numpy().tobytes()
+    for _ in range(n >> 20):
+        h.update(piece)
+    h.update(piece[: 4 * (n % (1 << 20))])
+    assert digest == combine({"w": h.digest()})

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .browse import TreeBrowser
 from .container.archive_reader import ArchiveReader
+from .container.budget import ReadBudget
 from .container.decode_ahead import DecodeAhead
 from .container.parallel_verify import Prefetch, start_verifying
 from .container.source import LocalFileSource
@@ -64,6 +65,12 @@ class PlannedArchive(TreeBrowser):
         self._settings = settings
         self._policy = policy if policy is not None else ReadPolicy()
         self._closed = False
+
+    @property
+    def read_budget(self) -> ReadBudget | None:
+        """The open file's read budget (max_read_bytes), for work done beside a read (the weights hash)."""
+        budget = getattr(self._reader, "budget", None)
+        return budget if isinstance(budget, ReadBudget) else None
 
     @property
     def policy(self) -> ReadPolicy:
