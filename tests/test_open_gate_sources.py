@@ -207,3 +207,28 @@ def test_a_regular_file_still_opens(tmp_path: Path) -> None:
         finally:
             source.close()
     assert zarchive.read(tmp_path / "ok.zarc", lazy=False) == {"a": [1, 2, 3]}
+
+
+def test_model_store_lists_its_real_versions_beside_a_fifo(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    reports = _child(
+        f"""
+        import os, sys
+        sys.path.insert(0, {str(ROOT / "tests")!r})
+        import torch, zarchive
+        from models_a import Config, Model
+        torch.manual_seed(0)
+        store = zarchive.ModelStore({str(store)!r})
+        store.save(Model(Config()), "1.0.0")
+        os.mkfifo({str(store / "2.0.0.zarc")!r})
+        def listed():
+            assert [v.version for v in store.versions()] == ["1.0.0"], store.versions()
+            assert store.latest().version == "1.0.0"
+            assert isinstance(store.load(), Model)
+        report("listed", listed)
+        report("the fifo", lambda: store.info("2.0.0"))
+        """,
+        tmp_path,
+    )
+    assert reports[0] == {"op": "listed", "error": None}, reports
+    assert reports[1]["error"] == "MemberNotFoundError", reports
