@@ -3,7 +3,6 @@ take the same settings as keywords, zarchive.save/read/open/verify, are in short
 
 from __future__ import annotations
 
-import io
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
@@ -13,6 +12,7 @@ from .async_save import path_key, submit, wait_for
 from .browse import OpenedArchive
 from .container.archive_reader import DEFAULT_MAX_DECOMPRESSED, ArchiveReader
 from .container.archive_writer import MemberPlan, choose_codecs
+from .container.open_gate import open_regular
 from .container.source import ByteSource, BytesSource, open_local
 from .context import SaveContext
 from .deploy import ExportErrors
@@ -247,10 +247,12 @@ class ZArchive:
             if os.path.isdir(path) or path.endswith(".safetensors.index.json"):
                 return self._open_folder(path, policy)
             try:
-                source = open_local(path, mmap=self.mmap) if lazy else BytesSource(_read_all(path))
+                source = open_local(path, mmap=self.mmap, what="archive") if lazy else BytesSource(_read_all(path))
             except FileNotFoundError:
                 raise ArchiveNotFoundError(f"no archive at {path!r}") from None
             except IsADirectoryError:
+                if not os.path.isdir(path):  # a FIFO, socket or device: the open gate's own message
+                    raise
                 raise FormatError(f"{path!r} is a directory, not an archive") from None
         try:
             with gc_paused():
@@ -351,5 +353,5 @@ class ZArchive:
 
 
 def _read_all(path: str) -> bytes:
-    with io.open(path, "rb") as f:  # noqa: UP020 - this module's own open() shadows the builtin
+    with open_regular(path, what="archive") as f:  # a FIFO or device is refused without blocking
         return f.read()

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .audit_report import AuditReport, export_audit
 from .browse import TreeBrowser
 from .container.archive_reader import ArchiveReader
+from .container.budget import ReadBudget
 from .container.decode_ahead import DecodeAhead
 from .container.parallel_verify import Prefetch, start_verifying
 from .container.source import LocalFileSource
@@ -65,6 +66,12 @@ class PlannedArchive(TreeBrowser):
         self._settings = settings
         self._policy = policy if policy is not None else ReadPolicy()
         self._closed = False
+
+    @property
+    def read_budget(self) -> ReadBudget | None:
+        """The open file's read budget (max_read_bytes), for work done beside a read (the weights hash)."""
+        budget = getattr(self._reader, "budget", None)
+        return budget if isinstance(budget, ReadBudget) else None
 
     @property
     def policy(self) -> ReadPolicy:
@@ -374,8 +381,10 @@ class LazyArchive(PlannedArchive):
     def onnx_session(self, **ort_kwargs: Any) -> Any:
         """An onnxruntime.InferenceSession of the ONNX export, made from its bytes (nothing written
         to disk); `ort_kwargs` go to InferenceSession (e.g. providers=, sess_options=). Needs the
-        `deploy` extra."""
-        return onnx_session(self.export_bytes("onnx"), **ort_kwargs)
+        `deploy` extra. The export is checked first to refer to nothing outside itself (external
+        data, execution-provider context files: deploy.onnx_check); UnsafeArchiveError otherwise."""
+        data = self.export_bytes("onnx")
+        return onnx_session(data, member=self._exports["onnx"]["member"], **ort_kwargs)
 
     def load_torchscript(self, *, trusted: bool = False, map_location: Any = None) -> Any:
         """The TorchScript export, loaded with torch.jit.load. A TorchScript file holds code that

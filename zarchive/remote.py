@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, BinaryIO
 
 from .container.archive_writer import atomic_write
+from .container.open_gate import NotARegularFileError, open_regular
 from .container.source import ByteSource, BytesSource, FileSource, open_local
 from .errors import ArchiveNotFoundError, FormatError
 
@@ -139,12 +140,16 @@ def open_source(
     fs, path, local = resolve(target, storage_options)
     try:
         if local is not None:
-            return open_local(local, mmap=mmap) if lazy else BytesSource(_read_local(local))
+            return open_local(local, mmap=mmap, what="archive") if lazy else BytesSource(_read_local(local))
         if not lazy:
             return BytesSource(fs.cat_file(path))
         f = _open_lazily(fs, path)
         if not hasattr(f, "read"):  # a block cache over local files: read the file in place
             return open_local(f, mmap=mmap)
+    except NotARegularFileError:
+        if local is not None and os.path.isdir(local):
+            raise FormatError(f"{target!r} is a directory, not an archive") from None
+        raise  # a FIFO, socket or device, refused without blocking
     except (FileNotFoundError, IsADirectoryError):
         if local is not None and os.path.isdir(local) or local is None and fs.isdir(path):
             raise FormatError(f"{target!r} is a directory, not an archive") from None
@@ -188,7 +193,7 @@ def _reads_in_blocks(fs: Any) -> bool:
 
 
 def _read_local(path: str) -> bytes:
-    with open(path, "rb") as f:
+    with open_regular(path, what="archive") as f:  # a FIFO or device is refused without blocking
         return f.read()
 
 

@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .container.open_gate import regular_file
 from .errors import SaveError
 from .remote import is_url, resolve
 
@@ -67,16 +68,19 @@ class StoreFiles:
         return self.root.rstrip("/") + "/" + name
 
     def names(self) -> list[str]:
-        """The committed version files' names (`<version>.zarc`; hidden and temporary files left out)."""
+        """The committed version files' names (`<version>.zarc`; hidden and temporary files left out,
+        and in a local folder anything not a regular file: a FIFO named `1.0.0.zarc` is not a
+        version, and is never opened)."""
         if self.local is not None:
-            found = os.listdir(self.local)
-        else:
-            found = [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(self.fs_root, detail=False)]
+            local = self.local
+            found = [n for n in os.listdir(local) if n.endswith(SUFFIX) and not n.startswith(".")]
+            return [n for n in found if regular_file(os.path.join(local, n))]  # a stat, which never blocks
+        found = [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(self.fs_root, detail=False)]
         return [n for n in found if n.endswith(SUFFIX) and not n.startswith(".")]
 
     def exists(self, name: str) -> bool:
         if self.local is not None:
-            return os.path.isfile(os.path.join(self.local, name))
+            return regular_file(os.path.join(self.local, name))
         return bool(self.fs.isfile(f"{self.fs_root}/{name}"))
 
     def size(self, name: str) -> int:

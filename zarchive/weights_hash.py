@@ -14,10 +14,11 @@ Imports torch and numpy only when a tensor is hashed (`import zarchive` must not
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import struct
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol
 
@@ -28,6 +29,7 @@ TENSOR_DOMAIN = b"zarchive.tensor.v1\x00"
 WEIGHTS_DOMAIN = b"zarchive.weights.v1\x00"
 MAX_DEPTH = 200  # as deep as a read goes (deeper levels are refused there)
 HASH_THREADS = 8  # tensors hashed at once (at most the machine's CPUs)
+HASH_PIECE = 4 << 20  # a view that is not contiguous is copied for hashing this much at a time
 
 
 class TensorSource(Protocol):
@@ -51,26 +53,81 @@ def _u64(n: int) -> bytes:
 
 def tensor_digest(value: Any) -> bytes:
     """SHA-256 of one tensor (torch, or numpy as a `tensors="numpy"` read gives it): its dtype name,
-    shape and values (C order, little-endian)."""
-    dtype, shape, data = _layout(value)
+    shape and values (C order, little-endian). A contiguous tensor is hashed in place; any other view
+    (a file's expanded or strided tensor: stride 0 repeats one element a billion times) is hashed in
+    pieces of at most HASH_PIECE bytes, never copied whole."""
+    dtype, shape, nbytes, pieces = _layout(value)
     h = hashlib.sha256(TENSOR_DOMAIN)
     name = dtype.encode("ascii")
     h.update(_u32(len(name)) + name + _u32(len(shape)) + b"".join(_u64(d) for d in shape))
-    h.update(_u64(data.nbytes))
-    h.update(data)
+    h.update(_u64(nbytes))
+    for piece in pieces:
+        h.update(piece)
     return h.digest()
 
 
-def _layout(value: Any) -> tuple[str, tuple[int, ...], Any]:
-    """(dtype name, shape, a contiguous byte buffer of the values)."""
+def value_nbytes(value: Any) -> int:
+    """The bytes a tensor's values take in C order (what hashing it reads), from its shape."""
+    return int(math.prod(int(d) for d in value.shape)) * _itemsize(value)
+
+
+def _itemsize(value: Any) -> int:
+    size = getattr(value, "itemsize", None)  # numpy arrays, and torch tensors
+    return int(size) if size is not None else int(value.element_size())
+
+
+class _Views:
+    """What the piece-wise walk needs of one array library: contiguity, and a piece's bytes."""
+
+    def __init__(self, contiguous: Callable[[Any], bool], raw: Callable[[Any], Any]) -> None:
+        self.contiguous = contiguous
+        self.raw = raw  # a C-contiguous copy (or view) of a piece, as a flat uint8 buffer
+
+
+def _pieces(x: Any, views: _Views) -> Iterator[Any]:
+    """The values of `x` in C order as byte buffers of at most HASH_PIECE bytes each (a contiguous
+    `x` as one view of itself). Walks blocks of the first dimension, and into one row where a row
+    alone is bigger, with an explicit stack (ndim is small, but never recursion on file data)."""
+    if views.contiguous(x) or x.ndim == 0 or value_nbytes(x) <= HASH_PIECE:
+        yield views.raw(x)
+        return
+    stack: list[tuple[Any, int]] = [(x, 0)]
+    while stack:
+        block, at = stack.pop()
+        rows = int(block.shape[0])
+        if at >= rows:
+            continue
+        row = value_nbytes(block[0])
+        if row == 0:
+            continue
+        if row <= HASH_PIECE or block.ndim == 1:
+            k = max(1, HASH_PIECE // row)
+            stack.append((block, at + k))
+            yield views.raw(block[at : at + k])
+        else:
+            stack.append((block, at + 1))
+            inner = block[at]
+            if views.contiguous(inner):
+                yield views.raw(inner)
+            else:
+                stack.append((inner, 0))
+
+
+def _layout(value: Any) -> tuple[str, tuple[int, ...], int, Iterator[Any]]:
+    """(dtype name, shape, bytes of the values, the values' bytes in pieces)."""
     import numpy as np
 
     if isinstance(value, np.ndarray):
         arr = value
-        if arr.dtype.byteorder == ">":
-            arr = arr.astype(arr.dtype.newbyteorder("<"))
-        data = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
-        return arr.dtype.name, tuple(int(d) for d in arr.shape), data
+        swap = arr.dtype.byteorder == ">"
+        little = arr.dtype.newbyteorder("<")
+
+        def np_raw(a: Any) -> Any:
+            a = a.astype(little) if swap else a
+            return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+
+        views = _Views(lambda a: bool(a.flags.c_contiguous) and not swap, np_raw)
+        return arr.dtype.name, tuple(int(d) for d in arr.shape), value_nbytes(arr), _pieces(arr, views)
     import torch
 
     if not isinstance(value, torch.Tensor):
@@ -78,9 +135,17 @@ def _layout(value: Any) -> tuple[str, tuple[int, ...], Any]:
     t = value.detach()
     if t.device.type != "cpu":
         t = t.cpu()
-    t = t.resolve_conj().resolve_neg().contiguous()
-    raw = t.reshape(-1).view(torch.uint8)  # the values' bytes as stored (little-endian machines only)
-    return str(t.dtype).removeprefix("torch."), tuple(int(d) for d in t.shape), raw.numpy()
+    t = t.resolve_conj().resolve_neg()
+
+    def torch_raw(x: Any) -> Any:  # the values' bytes as stored (little-endian machines only)
+        flat = x.reshape(-1)
+        if flat.stride(0) != 1:  # (torch calls a tensor of one element contiguous whatever its stride)
+            flat = flat.clone(memory_format=torch.contiguous_format)
+        return flat.view(torch.uint8).numpy()
+
+    views = _Views(lambda x: bool(x.is_contiguous()), torch_raw)
+    shape = tuple(int(d) for d in t.shape)
+    return str(t.dtype).removeprefix("torch."), shape, value_nbytes(t), _pieces(t, views)
 
 
 # --- the set of tensors ---
@@ -103,7 +168,19 @@ def archive_digests(arc: TensorSource, objpath: str = "") -> dict[str, bytes]:
     base = weights_root(arc, objpath)
     prefix = split_path(base)
     fetched = ((join_path(rel), arc.get(join_path([*prefix, *rel]))) for rel in tensor_paths(arc, base))
-    return _digest_all(fetched)
+    return _digest_all(_within_budget(fetched, getattr(arc, "read_budget", None), prefix))
+
+
+def _within_budget(named: Iterable[tuple[str, Any]], budget: Any, prefix: list[str]) -> Iterator[tuple[str, Any]]:
+    """`named`, refused (UnsafeArchiveError) once the values hashed add up to more than the open
+    file's read budget: a 1 KB file of expanded views (stride 0) names terabytes of values, and the
+    hash reads every one of them (in bounded pieces, but in time in proportion to their size)."""
+    total = 0
+    for name, value in named:
+        if budget is not None:
+            total += value_nbytes(value)
+            budget.fits(total, "hashing the tensors' values", path=join_path([*prefix, *split_path(name)]))
+        yield name, value
 
 
 def _digest_all(named: Iterable[tuple[str, Any]]) -> dict[str, bytes]:
@@ -191,6 +268,7 @@ __all__ = [
     "state_dict_hash",
     "tensor_digest",
     "tensor_paths",
+    "value_nbytes",
     "weights_hash",
     "weights_root",
 ]

@@ -1,6 +1,7 @@
 """Where an archive's bytes come from: a local file, or any seekable file object.
 
-A local file is read with `pread` into memory of the reader's own (`LocalFileSource`, the default):
+A local file is opened only if it is a regular file, checked without blocking (container.open_gate:
+a FIFO named like an archive must not hang the reader). It is read with `pread` into memory of the reader's own (`LocalFileSource`, the default):
 values built on it are plain anonymous memory, which nothing another process does to the file can
 take away. `MappedSource` (opt-in: `ZArchive(mmap=True)`) hands out zero-copy `memoryview`s of a
 private (copy-on-write) mapping instead: arrays and tensors built on them are writable, writing never
@@ -17,13 +18,13 @@ from __future__ import annotations
 import io
 import mmap
 import os
-import stat
 import threading
 import weakref
 from typing import BinaryIO, Protocol
 
 from ..errors import FormatError, IntegrityError
 from .fresh_memory import new_buffer, populate
+from .open_gate import open_regular, open_regular_fd
 
 PARALLEL_FROM = 64 << 20  # reads this big are split over threads (pread releases the GIL)
 PARALLEL_PART = 32 << 20
@@ -79,15 +80,8 @@ class LocalFileSource:
 
     mapped = False
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        try:
-            st = os.fstat(fd)
-            if stat.S_ISDIR(st.st_mode):
-                raise IsADirectoryError(os.fspath(path))
-        except BaseException:
-            os.close(fd)
-            raise
+    def __init__(self, path: str | os.PathLike[str], *, what: str = "file") -> None:
+        fd, st = open_regular_fd(path, what=what)  # a FIFO, device or directory: refused without blocking
         self.size = st.st_size
         self.bytes_read = 0
         self._fd: int | None = fd
@@ -151,9 +145,9 @@ class MappedSource:
 
     mapped = True
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, what: str = "file") -> None:
         self._fd: int | None = None
-        with open(path, "rb") as f:
+        with open_regular(path, what=what) as f:
             self.size = os.fstat(f.fileno()).st_size
             if self.size == 0:
                 self._map: mmap.mmap | None = None
@@ -244,15 +238,18 @@ class BytesSource(FileSource):
         super().__init__(io.BytesIO(data), owns=True)
 
 
-def open_local(path: str | os.PathLike[str], *, mmap: bool = False) -> ByteSource:
-    """The source for a local file: read into memory of our own (default), or mapped (`mmap=True`)."""
+def open_local(path: str | os.PathLike[str], *, mmap: bool = False, what: str = "file") -> ByteSource:
+    """The source for a local file: read into memory of our own (default), or mapped (`mmap=True`).
+
+    Only a regular file is opened, checked without blocking (container.open_gate): a FIFO, socket,
+    device or directory raises NotARegularFileError (a FormatError, and an IsADirectoryError)."""
     if mmap:
-        return MappedSource(path)
+        return MappedSource(path, what=what)
     if not hasattr(os, "preadv"):  # Windows: a file object behind a lock
-        f = open(path, "rb")  # noqa: SIM115 - the source owns and closes it
+        f = open_regular(path, what=what)
         try:
             return FileSource(f, owns=True)
         except BaseException:
             f.close()
             raise
-    return LocalFileSource(path)
+    return LocalFileSource(path, what=what)

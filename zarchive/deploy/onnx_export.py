@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from . import first_line
+from .onnx_check import external_references, parse_model
 from .runtime import require
 from .torchscript_export import tracer_notes
 
@@ -82,7 +83,7 @@ def export_onnx(
     model: torch.nn.Module, args: tuple[torch.Tensor, ...], inputs: list[str], outputs: list[str]
 ) -> OnnxExport:
     """Export `model` (already in eval mode) on `args`; raises what the exporters raise."""
-    onnx = require("onnx", "exporting to ONNX")
+    require("onnx", "exporting to ONNX")
     require("onnxscript", "exporting to ONNX")
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="zarchive-onnx-") as tmp:
@@ -108,11 +109,12 @@ def export_onnx(
             data = f.read()
     if len(data) > MAX_ONNX_BYTES:
         raise ValueError(f"the ONNX file would be {len(data):,} bytes: one ONNX file holds at most 2 GiB")
-    proto = onnx.load_model_from_string(data)
-    from onnx.external_data_helper import uses_external_data
-
-    if any(uses_external_data(t) for t in proto.graph.initializer):
-        raise ValueError("the exported graph keeps weights in external files: it would not open on its own")
+    proto = parse_model(data)
+    outside = external_references(proto)  # what a read refuses (deploy.onnx_check), refused at save already
+    if outside:
+        raise ValueError(
+            f"the exported graph refers to files outside it ({outside[0][:300]}): it would not open on its own"
+        )
     return OnnxExport(
         data=data,
         exporter=exporter,

@@ -22,9 +22,14 @@ def require(module: str, what: str) -> ModuleType:
         ) from e
 
 
-def onnx_session(data: bytes, **ort_kwargs: Any) -> Any:
-    """An onnxruntime.InferenceSession of the ONNX file `data`. Without `providers=`, every provider
-    this onnxruntime build has (CUDA first where present), as onnxruntime orders them."""
+def onnx_session(data: bytes, *, member: str | None = None, **ort_kwargs: Any) -> Any:
+    """An onnxruntime.InferenceSession of the ONNX file `data`, once it is checked to refer to nothing
+    outside its bytes (deploy.onnx_check: UnsafeArchiveError naming `member` otherwise; no session is
+    made). Without `providers=`, every provider this onnxruntime build has (CUDA first where present),
+    as onnxruntime orders them."""
+    from .onnx_check import check_self_contained
+
+    check_self_contained(data, member=member)
     ort = require("onnxruntime", "running an ONNX export")
     if "providers" not in ort_kwargs:
         ort_kwargs["providers"] = ort.get_available_providers()

@@ -68,6 +68,7 @@ def extent(shape: list[int], stride: list[int], offset: int, itemsize: int) -> t
 
 class ForeignTensorHandler(Handler):
     name = TENSOR_TAG
+    tensor = True  # reads as one tensor: the weights hash and tools that collect weights fetch it
 
     def accepts(self, cls: type) -> bool:
         return False

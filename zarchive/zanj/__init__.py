@@ -106,4 +106,6 @@ def _source(file_path: Any) -> ByteSource:
     except FileNotFoundError:
         raise ArchiveNotFoundError(f"no file at {path!r}") from None
     except IsADirectoryError:
+        if not os.path.isdir(path):  # a FIFO, socket or device: the open gate's own refusal
+            raise
         raise FormatError(f"{path!r} is a directory, not a ZANJ file") from None
