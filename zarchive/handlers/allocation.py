@@ -40,8 +40,8 @@ def allocating(ctx: LoadContext, cost: int, what: str, *, member: str | None = N
     UnsafeArchiveError naming the member and object path), else count them: they must fit beside
     what the read planned, what it built before, and the JSON the open file parsed."""
     budget = _budget(ctx)
-    built: list[int] = ctx.state("read.built", lambda: [0])
-    held = ctx.plan.nbytes + built[0] + budget.json_bytes
+    built: list[int] = ctx.state("read.built", lambda: [ctx.plan.nbytes])  # (the plan, summed once a load)
+    held = built[0] + budget.json_bytes
     if held + cost > budget.limit:
         raise budget.refusal(
             f"{what} allocates {cost:,} bytes ({held + cost:,} with what the read holds)",
