@@ -79,16 +79,17 @@ def convert(
 ) -> ConvertReport:
     """Convert `src` to `dst`, the direction given by their extensions (see conversion_kind).
 
-    max_bytes: the most a conversion to .safetensors (or .pt) may write, checked before anything is
-    copied (views of one small storage, even with zero strides, are written whole); None: 1 GiB + 16 x
-    the source file's size, the default read budget.
+    max_bytes: the most bytes of tensors and arrays a conversion may write, checked before anything is
+    copied or written (a view of one small storage, even with zero strides, counts as a .safetensors
+    output writes it: whole; a .zarc or .pt stores the storage); None: 1 GiB + 16 x the source file's
+    size, the default read budget.
     Out of a .zarc (to .safetensors or .pt/.pth), see zarchive.convert_out: `select` takes the value
     at one object path with names relative to it (e.g. "model/state_dict": exactly its keys),
     `arrays` adds numeric numpy arrays (default: only without `select`), `max_shard_size` ("5GB")
     shards a .safetensors output with a Hugging Face index."""
     kind = conversion_kind(src, dst)
     if kind == "hf-sharded->zarc":
-        return hf_sharded_to_zarc(src, dst, compress=compress)
+        return hf_sharded_to_zarc(src, dst, compress=compress, max_bytes=max_bytes)
     if not os.path.isfile(src):
         raise ArchiveNotFoundError(f"no file at {os.fspath(src)!r}")
     if os.path.abspath(src) == os.path.abspath(dst):
@@ -112,16 +113,16 @@ def convert(
         raise ValueError("select, arrays and max_shard_size apply to conversions out of a .zarc")
     if kind == "zanj->zarc":
         if not _written_by_zanj(src):  # a .zanj that zarchive.compat.zanj wrote is a zarchive inside
-            report = zarc_to_zarc(src, dst, compress=compress)
+            report = zarc_to_zarc(src, dst, compress=compress, max_bytes=max_bytes)
             report.notes.append(f"{os.fspath(src)} is a zarchive (written by zarchive.compat.zanj), not a ZANJ file")
             return report
-        return zanj_to_zarc(src, dst, compress=compress, unknown=unknown)
+        return zanj_to_zarc(src, dst, compress=compress, unknown=unknown, max_bytes=max_bytes)
     if kind == "safetensors->zarc":
-        return safetensors_to_zarc(src, dst, compress=compress)
+        return safetensors_to_zarc(src, dst, compress=compress, max_bytes=max_bytes)
     if kind == "torch->zarc":
-        return torch_to_zarc(src, dst, compress=compress)
+        return torch_to_zarc(src, dst, compress=compress, max_bytes=max_bytes)
     if kind == "zarc->zarc":
-        return zarc_to_zarc(src, dst, compress=compress)
+        return zarc_to_zarc(src, dst, compress=compress, max_bytes=max_bytes)
     return zarc_to_safetensors(src, dst, max_bytes=max_bytes)
 
 
@@ -142,7 +143,17 @@ def _written_by_zanj(src: PathLike) -> bool:
         source.close()
 
 
-def zanj_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True, unknown: str = "error") -> ConvertReport:
+def _check_zarc_output(obj: Any, src: PathLike, max_bytes: int | None) -> None:
+    """Refuse, before saving, a .zarc output holding more than `max_bytes` of tensors and arrays."""
+    from .convert_out import collect_tensors
+
+    found = collect_tensors(obj, arrays=True, notes=[])
+    check_output_size({str(i): t for i, (_, t) in enumerate(found)}, os.fspath(src), max_bytes, fmt="zarc")
+
+
+def zanj_to_zarc(
+    src: PathLike, dst: PathLike, *, compress: Any = True, unknown: str = "error", max_bytes: int | None = None
+) -> ConvertReport:
     """A ZANJ file's contents as a zarchive. unknown="dict" keeps dataclasses and models whose class is
     not imported here as plain dicts (otherwise that is an UnknownTypeError)."""
     from .shortcuts import save
@@ -151,6 +162,7 @@ def zanj_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True, unknown:
     with open_zanj(src, unknown=unknown) as arc:
         obj = arc.load()
         stamp = arc.meta.get("timestamp")
+    _check_zarc_output(obj, src, max_bytes)
     report = ConvertReport(os.fspath(src), os.fspath(dst), "zanj->zarc", count=1)
     extra = {"zanj_timestamp": stamp} if isinstance(stamp, (int, float)) else {}
     save(obj, dst, compress=compress, custom_settings=_source_record("zanj", src, **extra))
@@ -158,7 +170,9 @@ def zanj_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True, unknown:
     return report
 
 
-def safetensors_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True) -> ConvertReport:
+def safetensors_to_zarc(
+    src: PathLike, dst: PathLike, *, compress: Any = True, max_bytes: int | None = None
+) -> ConvertReport:
     """The tensors of a `.safetensors` file as a dict name -> tensor (its text metadata is kept in the
     archive's metadata)."""
     from safetensors import safe_open
@@ -175,6 +189,7 @@ def safetensors_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True) -
         raise
     except Exception as e:  # noqa: BLE001  # safetensors' own error type lives in its Rust extension
         raise FormatError(f"not a readable .safetensors file: {type(e).__name__}: {str(e)[:300]}") from None
+    _check_zarc_output(tensors, src, max_bytes)
     save(tensors, dst, compress=compress, custom_settings=_source_record("safetensors", src, metadata=dict(meta)))
     return ConvertReport(os.fspath(src), os.fspath(dst), "safetensors->zarc", count=len(tensors))
 
@@ -190,7 +205,9 @@ def is_hf_folder(src: PathLike) -> bool:
         return os.path.isdir(src)  # a folder of several indexes: opening it says which to choose
 
 
-def hf_sharded_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True) -> ConvertReport:
+def hf_sharded_to_zarc(
+    src: PathLike, dst: PathLike, *, compress: Any = True, max_bytes: int | None = None
+) -> ConvertReport:
     """The tensors of a Hugging Face sharded checkpoint (the folder or its index) as one dict name ->
     tensor, read by zarchive's lazy sharded reader under the default read budget."""
     from .shortcuts import open as open_any
@@ -199,17 +216,19 @@ def hf_sharded_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True) ->
     with open_any(src) as arc:
         tensors = arc.load()
         meta = dict(arc.meta.get("metadata", {}))
+    _check_zarc_output(tensors, src, max_bytes)
     record = _source_record("safetensors-sharded", src, metadata={k: str(v) for k, v in meta.items()})
     save(tensors, dst, compress=compress, custom_settings=record)
     return ConvertReport(os.fspath(src), os.fspath(dst), "hf-sharded->zarc", count=len(tensors))
 
 
-def torch_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True) -> ConvertReport:
+def torch_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True, max_bytes: int | None = None) -> ConvertReport:
     """A torch.save file (state dict or a dict of them), read by zarchive's own restricted reader
     (zarchive.foreign): its pickle is parsed, never unpickled, and nothing it names is imported."""
     from .shortcuts import read, save
 
     obj = read(src)
+    _check_zarc_output(obj, src, max_bytes)
     save(obj, dst, compress=compress, custom_settings=_source_record("torch.save", src))
     count = sum(1 for _ in _torch_tensors(obj))
     return ConvertReport(os.fspath(src), os.fspath(dst), "torch->zarc", count=count)
@@ -235,11 +254,13 @@ def _torch_tensors(obj: Any, depth: int = 0) -> Any:
             yield from _torch_tensors(v, depth + 1)
 
 
-def zarc_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True) -> ConvertReport:
+def zarc_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True, max_bytes: int | None = None) -> ConvertReport:
     """Rewrite an archive (e.g. with other compression), through a full read and save."""
     from .shortcuts import read, save
 
-    save(read(src), dst, compress=compress)
+    obj = read(src)
+    _check_zarc_output(obj, src, max_bytes)
+    save(obj, dst, compress=compress)
     return ConvertReport(os.fspath(src), os.fspath(dst), "zarc->zarc", count=1)
 
 

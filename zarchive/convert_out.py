@@ -66,9 +66,7 @@ def collect_tensors(value: Any, *, arrays: bool, notes: list[str]) -> list[tuple
             if not arrays:
                 return
             if v.dtype.kind in "biufc" and not v.dtype.hasobject:
-                out.append(
-                    (path, torch.from_numpy(np.ascontiguousarray(v).astype(v.dtype.newbyteorder("="), copy=False)))
-                )
+                out.append((path, _array_tensor(v)))
             else:
                 notes.append(f"skipped /{join_path(path)}: numpy dtype {v.dtype} has no tensor equivalent")
         elif isinstance(v, torch.nn.Module):
@@ -88,6 +86,38 @@ def collect_tensors(value: Any, *, arrays: bool, notes: list[str]) -> list[tuple
 
     walk(value, [], 0)
     return out
+
+
+def _array_tensor(v: Any) -> Any:
+    """A numeric numpy array as a tensor over the same memory where torch can view it (a broadcast
+    array stays one: nothing is materialised before the output's size is checked)."""
+    import numpy as np
+    import torch
+
+    if v.dtype.isnative and v.itemsize and all(s >= 0 and s % v.itemsize == 0 for s in v.strides):
+        try:
+            return torch.from_numpy(v)
+        except (TypeError, ValueError, RuntimeError):  # a dtype or layout torch does not view
+            pass
+    return torch.from_numpy(np.ascontiguousarray(v).astype(v.dtype.newbyteorder("="), copy=False))
+
+
+def output_bytes(tensors: Any, *, fmt: str) -> int:
+    """Bytes of tensor data an output of these tensors holds, counted without copying any: "torch"
+    (torch.save) writes each storage once, whole; "safetensors" every tensor's values (a view that
+    repeats a small storage, with zero strides, expanded); "zarc" each tensor's values, except a
+    view that repeats its storage, which is stored as that storage (once)."""
+    if fmt == "safetensors":
+        return sum(t.numel() * t.element_size() for t in tensors)
+    storages: dict[tuple[int, int], int] = {}
+    total = 0
+    for t in tensors:
+        nbytes = t.untyped_storage().nbytes()
+        if fmt == "torch" or t.numel() * t.element_size() > nbytes:
+            storages[(t.untyped_storage().data_ptr(), nbytes)] = nbytes
+        else:
+            total += t.numel() * t.element_size()
+    return total + sum(storages.values())
 
 
 def tensor_names(paths: list[list[str]], notes: list[str]) -> list[str]:
@@ -116,16 +146,11 @@ def load_selected(src: str, select: str | None) -> Any:
 
 
 def check_output_size(tensors: dict[str, Any], src: str, max_bytes: int | None, *, fmt: str) -> None:
-    """Refuse, before anything is copied, an output larger than `max_bytes`: torch.save writes each
-    storage once (whole), safetensors every tensor's values (a view that repeats a small storage,
-    with zero strides, is written expanded)."""
+    """Refuse, before anything is copied, an output larger than `max_bytes` (see output_bytes for
+    what each format writes), named by the source file `src`."""
     from .container.budget import default_read_budget
 
-    if fmt == "torch":
-        storages = {(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()) for t in tensors.values()}
-        total = sum(n for _, n in storages)
-    else:
-        total = sum(t.numel() * t.element_size() for t in tensors.values())
+    total = output_bytes(tensors.values(), fmt=fmt)
     limit = max_bytes if max_bytes is not None else default_read_budget(os.path.getsize(src))
     if total > limit:
         default = "" if max_bytes is not None else " (the default: 1 GiB + 16 x the source's size)"

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from .container import byte_groups
-from .container.budget import ReadBudget
+from .container.budget import ReadBudget, json_memory_floor
 from .container.depth import MAX_DEPTH
 from .container.source import ByteSource
 from .errors import FormatError, UnknownTypeError, UnsafeArchiveError, UntrustedTypeError, VersionError, ZArchiveError
@@ -148,6 +148,7 @@ class Planner:
         self.path: list[str] = []
         self._depth = 0
         self._node_members: set[str] = set()  # members of nodes planned (see member_bytes)
+        self._planned = 0  # plan.nbytes so far, kept as it grows (checked at each member and inline value)
         major, minor = file_version(reader)
         self.version = f"{major}.{minor}"
         self.newer = major == FORMAT_MAJOR and minor > FORMAT_MINOR
@@ -301,7 +302,11 @@ class Planner:
         if entry.get("codec") == byte_groups.CODEC and name not in self.plan.members:
             # the chunk index must tile the member before a byte is decoded; decoded bytes count below
             byte_groups.parse_index(entry, member=name)
-        self.plan.members[name] = entry["size"] if entry.get("codec") != "none" or not self._mapped else 0
+        if name not in self.plan.members:
+            cost = entry["size"] if entry.get("codec") != "none" or not self._mapped else 0
+            self.plan.members[name] = cost
+            self._planned += cost
+            self._check_running(member=name)
         return entry
 
     def member_bytes(self, name: str, expected_size: int | None = None) -> memoryview:
@@ -311,7 +316,10 @@ class Planner:
         if name in self._node_members:
             raise self.error("the file reaches the nodes stored in a member twice", member=name)
         self._node_members.add(name)
-        self.member(name, expected_size=expected_size)
+        entry = self.member(name, expected_size=expected_size)
+        if not self.audit:  # (the member's bytes and their parse, beside what the read plans so far)
+            cost = self.plan.nbytes + json_memory_floor(entry["size"])
+            self.budget.fits(cost, "planning the nodes stored in this member", member=name, path=self.path_str)
         return self.reader.member_bytes(name, path=self.path_str, expected_size=expected_size)
 
     def count_nodes(self, n: int) -> None:
@@ -326,6 +334,18 @@ class Planner:
 
     def inline_bytes(self, n: int) -> None:
         self.plan.inline_bytes += n
+        self._planned += n
+        self._check_running()
+
+    def _check_running(self, *, member: str | None = None) -> None:
+        """Refuse the read at the node whose member or inline data takes what the read planned past
+        its budget (naming that node), not only once the whole manifest is walked."""
+        if not self.audit and self._planned + self.budget.json_bytes > self.budget.limit:
+            raise self.budget.refusal(
+                f"reading this allocates {self._planned:,} bytes with what the read planned before it",
+                member=member,
+                path=self.path_str,
+            )
 
     def callable_used(self, tag: str) -> None:
         """A function the read will call that the file does not choose freely (a defaultdict factory

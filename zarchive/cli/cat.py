@@ -159,7 +159,7 @@ def _tensor_lines(t: Any) -> list[str]:
         return [head]
     t = t.detach().cpu()
     if t.dtype.is_floating_point and t.dtype not in (torch.float16, torch.float32, torch.float64):
-        t = t.float()  # bfloat16 / float8: numpy has no such dtype
+        t = _as_float(t)  # bfloat16 / float8: numpy has no such dtype
     try:
         arr = t.numpy()
     except (TypeError, RuntimeError):
@@ -167,25 +167,91 @@ def _tensor_lines(t: Any) -> list[str]:
     return [head, *_stats_lines(arr)]
 
 
+def _as_float(t: Any) -> Any:
+    """`t.float()` without expanding a view that repeats its storage's elements: the elements it
+    reaches are converted, then viewed with its strides again."""
+    from ..handlers.allocation import reach
+
+    shape, stride = tuple(t.shape), t.stride()
+    span = reach(shape, stride)
+    if span >= t.numel():
+        return t.float()
+    return t.as_strided((span,), (1,), t.storage_offset()).float().as_strided(shape, stride, 0)
+
+
+_STATS_BLOCK = 1 << 20  # elements converted to float64 at a time
+
+
+def _distinct(arr: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """`arr` without its broadcast dimensions (zero strides, kept at length 1) and how many times
+    each remaining value repeats; None when the rest still repeats memory (overlapping strides), so
+    statistics would cost more than the storage holds."""
+    from ..handlers.allocation import reach
+
+    small = arr[tuple(slice(0, 1) if st == 0 and n > 1 else slice(None) for n, st in zip(arr.shape, arr.strides))]
+    itemsize = arr.dtype.itemsize
+    steps = [abs(st) // itemsize for st in small.strides] if itemsize else []
+    if itemsize and all(st % itemsize == 0 for st in small.strides) and reach(small.shape, steps) < small.size:
+        return None
+    return small, arr.size // small.size
+
+
+def _blocks(a: np.ndarray) -> Any:
+    """`a` in pieces of about _STATS_BLOCK elements, each a view (nothing copied)."""
+    if a.size <= _STATS_BLOCK or a.ndim == 0:
+        yield a
+    elif a.ndim == 1:
+        for i in range(0, a.shape[0], _STATS_BLOCK):
+            yield a[i : i + _STATS_BLOCK]
+    else:
+        step = max(1, _STATS_BLOCK // max(1, a.size // a.shape[0]))
+        for i in range(0, a.shape[0], step):
+            yield from _blocks(a[i : i + step])
+
+
 def _stats_lines(arr: np.ndarray) -> list[str]:
+    """Statistics of a numeric array (a block at a time: memory stays small however big it is; a
+    broadcast array is summarised from its distinct values), then its values, abridged."""
     import numpy as np
 
     lines: list[str] = []
-    if arr.size and arr.dtype.kind in "biuf":
-        flat = arr.reshape(-1)
+    found = _distinct(arr) if arr.size and arr.dtype.kind in "biuf" else None
+    if arr.size and arr.dtype.kind in "biuf" and found is None:
+        lines.append("(statistics not shown: a view that repeats its storage's values)")
+    elif found is not None:
+        small, repeat = found
         if arr.dtype.kind == "b":
-            lines.append(f"true: {int(flat.sum())} of {flat.size}")
+            true = sum(int(np.count_nonzero(b)) for b in _blocks(small)) * repeat
+            lines.append(f"true: {true} of {arr.size}")
         else:
-            x = flat.astype(np.float64)
-            finite = x[np.isfinite(x)]
-            nan = int(np.isnan(x).sum())
-            if finite.size:
-                lines.append(
-                    f"min {finite.min():.6g}  max {finite.max():.6g}  mean {finite.mean():.6g}  std {finite.std():.6g}"
-                    + (f"  ({nan} NaN)" if nan else "")
-                )
-            elif nan:
-                lines.append(f"all {nan} values are NaN")
+            lines += _number_lines(small, repeat)
     with np.printoptions(threshold=20, edgeitems=3, precision=4, linewidth=100):
         lines += np.array2string(arr, separator=", ").splitlines()
     return lines
+
+
+def _number_lines(small: np.ndarray, repeat: int) -> list[str]:
+    """min, max, mean and std of `small` (each value counted `repeat` times), in two passes."""
+    import numpy as np
+
+    count, nan, total = 0, 0, 0.0
+    low, high = np.inf, -np.inf
+    for b in _blocks(small):
+        x = np.asarray(b, dtype=np.float64)
+        finite = x[np.isfinite(x)]
+        nan += int(np.isnan(x).sum())
+        if finite.size:
+            count += finite.size
+            total += float(finite.sum())
+            low, high = min(low, float(finite.min())), max(high, float(finite.max()))
+    nan *= repeat
+    if not count:
+        return [f"all {nan} values are NaN"] if nan else []
+    mean = total / count
+    squares = 0.0
+    for b in _blocks(small):
+        x = np.asarray(b, dtype=np.float64)
+        finite = x[np.isfinite(x)]
+        squares += float(((finite - mean) ** 2).sum())
+    std = (squares / count) ** 0.5  # (the repeats scale both sums alike)
+    return [f"min {low:.6g}  max {high:.6g}  mean {mean:.6g}  std {std:.6g}" + (f"  ({nan} NaN)" if nan else "")]

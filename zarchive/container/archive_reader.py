@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import FormatError, IntegrityError, MemberNotFoundError, UnsafeArchiveError
 from . import byte_groups, codecs
 from .archive_writer import HEADER_LABEL, MANIFEST_NAME, METADATA_NAME
-from .budget import ReadBudget, holds_json
+from .budget import ReadBudget, holds_json, json_memory_floor
 from .chunk_reader import ChunkCache, ChunkedMember
 from .crc import crc32, crc_hex
 from .jsontext import loads_strict
@@ -166,6 +166,7 @@ class ArchiveReader:
         if cached is not None:
             return cached
         if entry["codec"] == byte_groups.CODEC:  # decoded afresh for each caller: the bytes are its own
+            self.fits_decoded(name, path=path)
             view = self._chunked_range(name, 0, entry["size"], path)
             if self.on_read is not None:
                 self.on_read(name, view.nbytes)
@@ -225,6 +226,7 @@ class ArchiveReader:
         entry = self.metadata["members"][name]
         if not self.decodes_whole(name):
             raise FormatError(f"a {entry.get('codec')!r} member is not decoded whole", member=name, path=path)
+        self.fits_decoded(name, path=path)
         raw = self.zip.view(name)
         if self.verify and crc32(raw) != self.zip.members[name].crc:
             raise IntegrityError("compressed bytes do not match their checksum (damaged file)", member=name, path=path)
@@ -236,6 +238,14 @@ class ArchiveReader:
             self.budget.charge_json(view, member=name)
         self._decoded[name] = view
         return view
+
+    def fits_decoded(self, name: str, *, path: str | None = None) -> None:
+        """Refuse, before a byte is decompressed, a member whose declared decoded size (and, for JSON,
+        the least its parse is charged) does not fit the read's budget beside what the open file
+        holds. The decoder is bounded by that size: a frame that declares none, or more, stops there."""
+        size = self.metadata["members"][name]["size"]
+        cost = size + (json_memory_floor(size) if holds_json(name) else 0)
+        self.budget.fits(cost, f"decompressing it (declared {size:,} bytes)", member=name, path=path)
 
     def forget(self, name: str) -> None:
         """Drop a member's decoded bytes from this reader's cache (a caller that reads each member

@@ -28,6 +28,7 @@ __all__ = [
     "default_read_budget",
     "holds_json",
     "json_memory_estimate",
+    "json_memory_floor",
     "shape_nbytes",
 ]
 
@@ -70,6 +71,12 @@ def json_memory_estimate(data: bytes | bytearray | memoryview | str) -> int:
         + _PER_COMMA * commas
         + _PER_QUOTE * quotes
     )
+
+
+def json_memory_floor(text_bytes: int) -> int:
+    """The least that parsing `text_bytes` bytes of JSON text is charged (json_memory_estimate never
+    gives less): known from a declared size, before the text is decompressed."""
+    return _PER_TEXT_BYTE * text_bytes
 
 
 JSON_SUFFIXES = (".json", ".jsonl", ".json.zst", ".jsonl.zst")

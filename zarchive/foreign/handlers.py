@@ -121,6 +121,7 @@ class ForeignTensorHandler(Handler):
         return _range(ctx, name, node["begin"], node["end"]), 0
 
     def _numpy(self, node: dict[str, Any], ctx: LoadContext) -> np.ndarray:
+        from ..handlers.allocation import cast_array
         from ..handlers.tensor_numpy import FLOATING_NAMES, cast_target, check_map_location, numpy_dtype
 
         check_map_location(ctx.map_location)
@@ -134,11 +135,14 @@ class ForeignTensorHandler(Handler):
         strides = tuple(s * dtype.itemsize for s in node["stride"])
         arr = np.lib.stride_tricks.as_strided(flat[offset:], shape=shape, strides=strides)
         target = cast_target(ctx.dtype)
-        return arr.astype(target) if target is not None and node["dtype"] in FLOATING_NAMES else arr
+        if target is None or node["dtype"] not in FLOATING_NAMES or target == arr.dtype:
+            return arr
+        return cast_array(arr, target, ctx, member=node["$ref"])  # (a broadcast view stays one)
 
     def _torch(self, node: dict[str, Any], ctx: LoadContext) -> Any:
         import torch
 
+        from ..handlers.allocation import cast_tensor
         from ..handlers.torch_types import dtype_from_name, place
 
         dtype = dtype_from_name(node["dtype"], ctx)
@@ -157,8 +161,8 @@ class ForeignTensorHandler(Handler):
                 base = base.clone()
             t = base.view(dtype).as_strided(shape, tuple(node["stride"]), offset)
         if device is not None and t.device != device:
-            try:
-                t = t.to(device)
+            try:  # the storage elements the view reaches, moved, then viewed again (a broadcast stays one)
+                t = _moved(t, device)
             except (RuntimeError, AssertionError) as e:
                 from ..errors import DeviceError
 
@@ -167,12 +171,24 @@ class ForeignTensorHandler(Handler):
                     path=ctx.path_str,
                 ) from None
         if ctx.dtype is not None and t.is_floating_point():
-            t = t.to(ctx.dtype)
+            t = cast_tensor(t, ctx.dtype, ctx, member=node["$ref"])
         if node.get("parameter") is True:
             return torch.nn.Parameter(t, requires_grad=node.get("requires_grad") is True)
         if node.get("requires_grad") is True and (t.is_floating_point() or t.is_complex()):
             t.requires_grad_(True)
         return t
+
+
+def _moved(t: Any, device: Any) -> Any:
+    """`t` on `device`: the storage elements its view reaches (from its offset), moved, and viewed
+    with its strides again, so that a view repeating a few elements moves those few."""
+    from ..handlers.allocation import reach
+
+    shape, stride = tuple(t.shape), t.stride()
+    span = reach(shape, stride)
+    if span >= t.numel():
+        return t.to(device)
+    return t.as_strided((span,), (1,), t.storage_offset()).to(device).as_strided(shape, stride, 0)
 
 
 class ForeignArrayHandler(Handler):

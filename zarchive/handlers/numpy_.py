@@ -20,12 +20,14 @@ from ..container.byte_groups import numpy_width
 from ..container.shapes import shape_problem
 from ..context import LoadContext, Node, SaveContext
 from ..errors import FormatError, SaveError
-from ..nodes.arrays import NumpyArraySchema, NumpyDtypeSchema, NumpyScalarSchema
+from ..nodes.arrays import NumpyArraySchema, NumpyDtypeSchema, NumpyScalarSchema, numpy_itemsize
+from .allocation import allocating
 from .base import Handler, expect
 from .builtins import float_node, load_float
 
 _LIST_KINDS = frozenset("biu")
 MAX_INLINE_LIST_ELEMENTS = 1 << 24  # an inline array as nested lists: more elements are never read
+MAX_UNPLANNED_SCALAR = 64  # bytes: a scalar's dtype past this is charged to the read's budget when built
 _ARRAY_KINDS = npy.ALLOWED_KINDS
 
 
@@ -186,6 +188,9 @@ class NumpyScalarHandler(NumpyScalarSchema, Handler):
 
     def load(self, node: dict[str, Any], ctx: LoadContext) -> np.generic:
         dtype = parse_dtype(node.get("dtype"), ctx)
+        if dtype.itemsize > MAX_UNPLANNED_SCALAR and numpy_itemsize(node.get("dtype")) != dtype.itemsize:
+            # a dtype text whose size the plan could not read from it: charged now, before it is built
+            allocating(ctx, dtype.itemsize, f"a numpy scalar of dtype {dtype.str[:40]}")
         if dtype.kind == "U" and "value" in node:
             text = np.str_(expect(node, "value", str, ctx))
             if text.dtype != dtype:

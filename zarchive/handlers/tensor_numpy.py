@@ -25,6 +25,7 @@ from ..container.npy import check_shape
 from ..container.safetensors_layout import TensorSlot, header_length, parse_header
 from ..errors import DeviceError, FormatError, UnsupportedDtypeError
 from ..nodes.arrays import SAFETENSORS_CODES, TensorSchema
+from .allocation import cast_array
 from .base import Handler
 
 if TYPE_CHECKING:
@@ -193,7 +194,7 @@ class NumpyTensorHandler(TensorSchema, Handler):
         if ctx.dtype is not None and name in FLOATING_NAMES:
             target = ctx.state("numpy.cast", lambda: cast_target(ctx.dtype))
             if target is not None and target != arr.dtype:
-                arr = arr.astype(target)
+                arr = cast_array(arr, target, ctx, member=node.get("$ref"))
         memo[memo_key] = arr
         return arr
 

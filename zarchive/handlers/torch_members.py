@@ -151,6 +151,14 @@ def _storage_key(t: torch.Tensor) -> tuple[Any, int] | None:
     return (device, int(t.data_ptr() - t.storage_offset() * t.element_size()))
 
 
+def _repeats_storage(t: torch.Tensor) -> bool:
+    """Whether `t`'s values take more bytes than its whole storage (a broadcast view, zero or
+    overlapping strides): it is stored as its storage plus a view, never written out expanded."""
+    if t.numel() == 0 or t.device.type == "meta":
+        return False
+    return t.numel() * t.element_size() > t.untyped_storage().nbytes()
+
+
 class TensorTable:
     """Collects every tensor of one save, then lays them out into members at finalize time."""
 
@@ -206,7 +214,7 @@ class TensorTable:
             )
             self._place_view(batch, group, key, span, storage_offset=0)
             return
-        if same_view:
+        if same_view and not _repeats_storage(t0):
             st_code, raw = ST_CODE.get(t0.dtype, ("U8", True))
             shape = (t0.numel() * t0.element_size(),) if raw else tuple(t0.shape)
             entry = _Entry(key, t0, st_code, shape, _is_floating(t0.dtype), t0.numel() * t0.element_size())

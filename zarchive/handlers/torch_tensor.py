@@ -18,6 +18,7 @@ from ..container.shapes import shape_problem
 from ..context import LoadContext, Node, SaveContext
 from ..errors import DeviceError, FormatError
 from ..nodes.arrays import TensorSchema
+from .allocation import cast_tensor
 from .base import Handler
 from .torch_device import fill_on_device, uses_pinned_path
 from .torch_members import TensorTable
@@ -91,7 +92,7 @@ class TensorHandler(TensorSchema, Handler):
             if device is not None and t.device != device:
                 t = _to_device(t, device, node, ctx)
         if ctx.dtype is not None and t.is_floating_point():
-            t = t.to(ctx.dtype)
+            t = cast_tensor(t, ctx.dtype, ctx, member=node.get("$ref"))
         if parameter:
             t = torch.nn.Parameter(t, requires_grad=requires_grad)
         elif requires_grad and (t.is_floating_point() or t.is_complex()):

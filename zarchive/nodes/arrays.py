@@ -82,6 +82,8 @@ class NumpyScalarSchema(NodeSchema):
     def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         if not isinstance(node.get("dtype"), str):
             raise p.error("a numpy scalar needs its 'dtype'")
+        # built at its dtype's item size, whatever its value's text holds ('|S2147483648' with "")
+        p.inline_bytes(numpy_itemsize(node["dtype"]) or 0)
 
 
 class NumpyDtypeSchema(NodeSchema):
