@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..container import npy
+from ..container.depth import MAX_DEPTH, too_deep
 from ..context import LoadContext, Node, SaveContext
 from ..errors import FieldMismatchError
 from ..generic import GenericObject
@@ -239,10 +240,13 @@ class ZanjExternalListHandler(ZanjReading, ZanjExternalListSchema, Handler):
         return tuple(items) if node[FORMAT_KEY].startswith("tuple") else items
 
 
-def _hashable(value: Any) -> Any:
-    """Lists inside set items were tuples before ZANJ wrote them."""
+def _hashable(value: Any, depth: int = 0) -> Any:
+    """Lists inside set items were tuples before ZANJ wrote them (as deep as the nodes they were read
+    from, which the read bounds; checked again here, since this recurses)."""
     if isinstance(value, list):
-        return tuple(_hashable(v) for v in value)
+        if depth >= MAX_DEPTH:
+            raise too_deep(what="set items")
+        return tuple(_hashable(v, depth + 1) for v in value)
     return value
 
 
