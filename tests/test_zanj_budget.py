@@ -138,3 +138,26 @@ def test_a_jsonl_member_parses_within_the_estimate_it_was_charged() -> None:
         tracemalloc.stop()
     assert len(values) == 1_000_000 and values[-1] == 10
     assert peak <= json_memory_estimate(data), (peak, json_memory_estimate(data))
+
+
+def test_zanj_json_declaring_more_than_the_budget_is_refused_before_it_is_inflated(tmp_path: Path) -> None:
+    """400 MiB of JSON whitespace deflated to 400 KB: its parse is estimated piece by piece and
+    refused before the member is inflated whole (the old reader inflated it, then charged it)."""
+    import zlib
+
+    from hostile.craft import ZEntry, build_zip
+
+    mib = 1 << 20
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    block = c.compress(b" " * mib) + c.flush(zlib.Z_FULL_FLUSH)
+    body = block * 400 + c.compress(b"{}") + c.flush()
+    crc = 0
+    for _ in range(400):
+        crc = zlib.crc32(b" " * mib, crc)
+    crc = zlib.crc32(b"{}", crc)
+    main = ZEntry("__zanj__.json", body, method=8, crc=crc, cd_usize=400 * mib + 2)
+    path = tmp_path / "j.zanj"
+    path.write_bytes(build_zip([main, ZEntry("__zanj_meta__.json", b"{}")]))
+    reply = Worker.get().call(op="read", path=str(path), mem_mb=300, timeout=120, verify=False)
+    assert reply.get("exc") == "UnsafeArchiveError" and "parsing this JSON" in reply["msg"], reply
+    assert "__zanj__.json" in reply["msg"] and reply["peak_mb"] < 60, reply

@@ -20,7 +20,7 @@ import zipfile
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..container.budget import ReadBudget, holds_json
+from ..container.budget import ReadBudget, holds_json, json_memory_estimate
 from ..container.crc import crc32
 from ..container.jsontext import check_depth
 from ..container.names import collision_key, name_problem
@@ -114,9 +114,12 @@ class ZanjZip:
         max_member_bytes: int,
         max_members: int = MAX_MEMBERS,
         max_read_bytes: int | None = None,
+        budget: ReadBudget | None = None,
     ) -> None:
         self.source = source
-        self.budget = ReadBudget(max_read_bytes, source.size)  # JSON parsed charged here; reads plan the rest
+        # the open file's budget (`budget`, where the caller keeps one, e.g. a foreign file's; else one
+        # made of max_read_bytes): JSON parsed charged here; reads plan the rest
+        self.budget = budget if budget is not None else ReadBudget(max_read_bytes, source.size)
         self.max_member_bytes = max_member_bytes
         try:
             self._zf = zipfile.ZipFile(_SourceFile(source))
@@ -232,8 +235,16 @@ class ZanjZip:
         return out
 
     def read_json(self, name: str) -> Any:
+        """One of ZANJ's own JSON members, parsed. What parsing it builds is estimated piece by piece
+        (the estimate is a sum over the text) and charged before the member is inflated whole."""
+        info = self.members[name]
+        if info.file_size > MAX_JSON_BYTES:
+            raise UnsafeArchiveError(
+                f"declares {info.file_size} uncompressed bytes, over the limit of {MAX_JSON_BYTES}", member=name
+            )
+        cost = sum(json_memory_estimate(piece) for piece in member_pieces(self.source, info, member=name))
+        self.budget.charge(cost, "parsing this JSON", member=name)
         data = self.read(name, limit=MAX_JSON_BYTES)
-        self.budget.charge_json(data, member=name)
         return loads_json(data, member=name)
 
     def verify_all(self) -> list[tuple[str, str]]:
