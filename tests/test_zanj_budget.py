@@ -161,3 +161,18 @@ def test_zanj_json_declaring_more_than_the_budget_is_refused_before_it_is_inflat
     reply = Worker.get().call(op="read", path=str(path), mem_mb=300, timeout=120, verify=False)
     assert reply.get("exc") == "UnsafeArchiveError" and "parsing this JSON" in reply["msg"], reply
     assert "__zanj__.json" in reply["msg"] and reply["peak_mb"] < 60, reply
+
+
+def test_a_dtype_cast_is_charged(tmp_path: Path) -> None:
+    """1 M float16 values (2 MB) cast to float64 make 8 MB more: refused under a 6 MB budget that
+    reads them as stored."""
+    import torch
+
+    path = tmp_path / "t.zanj"
+    ZANJ().save({"t": torch.arange(1 << 20, dtype=torch.float16)}, str(path))
+    with zarchive.ZArchive(max_read_bytes=6 << 20).open(path) as arc:
+        assert arc.load()["t"].dtype == torch.float16
+    arc = zarchive.ZArchive(max_read_bytes=6 << 20).open(path)
+    with arc, pytest.raises(UnsafeArchiveError, match="casting the tensor to torch.float64") as e:
+        arc.load(dtype=torch.float64)
+    assert e.value.path == "t"
