@@ -299,3 +299,64 @@ def test_verify_takes_the_budget_it_is_given(tmp_path: Path) -> None:
     with arc, pytest.raises(UnsafeArchiveError, match="checking the CRCs") as e:
         arc.verify()
     assert e.value.member == "a.npy"
+
+
+# --- damaged files of every method: only ZArchiveErrors ----------------------------------------------
+def _bases(tmp_path: Path) -> dict[str, bytes]:
+    """Small real files: .npz (stored, deflated), a torch.save zip, a ZANJ file deflated as ZANJ
+    writes it and rewritten stored, bzip2 and LZMA."""
+    import pandas as pd
+
+    out: dict[str, bytes] = {}
+    for name, save in (("npz", np.savez), ("npz-deflate", np.savez_compressed)):
+        buf = io.BytesIO()
+        save(buf, a=np.arange(3000), b=np.ones((20, 5)))
+        out[name] = buf.getvalue()
+    buf = io.BytesIO()
+    torch.save({"w": torch.arange(1000.0), "v": torch.ones(3, 3)}, buf)
+    out["pt"] = buf.getvalue()
+    path = tmp_path / "base.zanj"
+    frame = pd.DataFrame({"x": range(300), "y": ["s"] * 300})
+    ZANJ(external_array_threshold=10).save({"a": np.arange(500), "df": frame, "l": list(range(300))}, str(path))
+    out["zanj"] = path.read_bytes()
+    for name, method in [("stored", zipfile.ZIP_STORED), ("bzip2", zipfile.ZIP_BZIP2), ("lzma", zipfile.ZIP_LZMA)]:
+        buf = io.BytesIO()
+        with zipfile.ZipFile(io.BytesIO(out["zanj"])) as src, zipfile.ZipFile(buf, "w", method) as z:
+            for n in src.namelist():
+                z.writestr(n, src.read(n))
+        out[f"zanj-{name}"] = buf.getvalue()
+    return out
+
+
+def test_damaged_files_of_every_method_raise_only_zarchive_errors(tmp_path: Path) -> None:
+    """600 seeded mutations (bytes set, words set, spans cut) of small real files, verified and read
+    with a 50 MB budget: each is intact, damaged, or refused with a ZArchiveError."""
+    import random
+
+    bases = _bases(tmp_path)
+    for name, data in bases.items():
+        with zarchive.ZArchive(max_read_bytes=50 << 20).open(data) as arc:
+            assert arc.verify(), name
+            arc.load()
+    rng = random.Random(24)
+    outcomes: dict[str, int] = {}
+    for _ in range(600):
+        name = rng.choice(sorted(bases))
+        data = bytearray(bases[name])
+        for _ in range(rng.randint(1, 4)):
+            at, op = rng.randrange(len(data)), rng.random()
+            if op < 0.6:
+                data[at] = rng.randrange(256)
+            elif op < 0.8:
+                data[at : at + 4] = rng.randrange(1 << 32).to_bytes(4, "little")
+            else:
+                del data[at : at + rng.randint(1, 50)]
+        for verb in ("verify", "read"):
+            try:
+                with zarchive.ZArchive(max_read_bytes=50 << 20).open(bytes(data)) as arc:
+                    result = arc.verify() if verb == "verify" else arc.load()
+                outcome = "damaged" if verb == "verify" and not result else "ok"
+            except zarchive.ZArchiveError as e:
+                outcome = type(e).__name__
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    assert outcomes.get("damaged", 0) > 50 and outcomes.get("ok", 0) > 50, outcomes
