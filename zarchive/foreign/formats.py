@@ -100,7 +100,7 @@ def read_layout(source: ByteSource, *, max_member_bytes: int, budget: ReadBudget
     if kind == "safetensors":
         return _safetensors_layout(source, budget)
     try:
-        zip_ = ZanjZip(source, max_member_bytes=max_member_bytes)
+        zip_ = ZanjZip(source, max_member_bytes=max_member_bytes, budget=budget)
     except Exception:  # noqa: BLE001 - zipfile raises many types: not a zip read here, the .zarc reader's error says why
         return None
     names = list(zip_.members)

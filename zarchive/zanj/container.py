@@ -1,11 +1,13 @@
 """The zip layer of a ZANJ file, read defensively.
 
 ZANJ files are ordinary zips written by Python's `zipfile`, usually deflated, so zarchive's own strict
-reader (stored members only) cannot open them. This module lets `zipfile` do the decoding but checks
-the directory first: member names must be safe, unique and not overlapping; encryption is refused;
-every member's declared size is capped, and `zipfile` never produces more than the declared size, so
-a hostile file cannot make a reader inflate without bound. Everything is read from a zarchive
-ByteSource (a mapped local file, bytes, or a remote file object).
+reader (stored members only) cannot open them. This module lets `zipfile` read the central directory
+and checks it first: member names must be safe, unique, the same in each local header, and not
+overlapping; encryption is refused; every member's declared size is capped. Members are decoded by
+zanj.zip_stream in bounded pieces, never past their declared size, so a hostile file cannot make a
+reader inflate without bound, and `verify` checks each CRC holding one piece at a time (the compressed
+members' declared sizes, what checking them decodes, within the read's budget). Everything is read
+from a zarchive ByteSource (a mapped local file, bytes, or a remote file object).
 """
 
 from __future__ import annotations
@@ -15,21 +17,21 @@ import itertools
 import json
 import struct
 import zipfile
-import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..container.budget import ReadBudget, holds_json
+from ..container.budget import ReadBudget, holds_json, json_memory_estimate
+from ..container.crc import crc32
 from ..container.jsontext import check_depth
 from ..container.names import collision_key, name_problem
 from ..container.source import ByteSource
 from ..errors import FormatError, IntegrityError, MemberNotFoundError, NotAZipError, UnsafeArchiveError
+from .zip_stream import decoder_memory, member_pieces
 
 MAIN_NAME = "__zanj__.json"
 META_NAME = "__zanj_meta__.json"
 MAX_MEMBERS = 1_000_000
 MAX_JSON_BYTES = 512 << 20
-_CHUNK = 16 << 20
 _LOCAL_HEADER = struct.Struct("<IHHHHHIIIHH")
 _LOCAL_SIG = 0x04034B50
 _ALLOWED_METHODS = {
@@ -96,6 +98,9 @@ def loads_json(data: str | bytes | bytearray | memoryview, *, member: str) -> An
         raise FormatError(f"invalid JSON: {str(e)[:200]}", member=member) from None
 
 
+_BAD_CRC = "the member's bytes do not match the zip's CRC (damaged file)"
+
+
 class ZanjZip:
     """The checked member table of a ZANJ zip, and bounded, checksummed member reads (the
     plan.MemberReader a read of a ZANJ file goes through)."""
@@ -109,9 +114,12 @@ class ZanjZip:
         max_member_bytes: int,
         max_members: int = MAX_MEMBERS,
         max_read_bytes: int | None = None,
+        budget: ReadBudget | None = None,
     ) -> None:
         self.source = source
-        self.budget = ReadBudget(max_read_bytes, source.size)  # JSON parsed charged here; reads plan the rest
+        # the open file's budget (`budget`, where the caller keeps one, e.g. a foreign file's; else one
+        # made of max_read_bytes): JSON parsed charged here; reads plan the rest
+        self.budget = budget if budget is not None else ReadBudget(max_read_bytes, source.size)
         self.max_member_bytes = max_member_bytes
         try:
             self._zf = zipfile.ZipFile(_SourceFile(source))
@@ -154,6 +162,9 @@ class ZanjZip:
             end = start + _LOCAL_HEADER.size + fields[9] + fields[10] + info.compress_size
             if end > self.source.size:
                 raise NotAZipError("member data runs past the end of the file (truncated?)", member=name)
+            local = bytes(self.source.view(start + _LOCAL_HEADER.size, fields[9]))
+            if local.decode("utf-8" if info.flag_bits & 0x800 else "cp437", "replace") != name:
+                raise UnsafeArchiveError("its local header names another member: readers would disagree", member=name)
             spans.append((start, end, name))
         spans.sort()
         for (_, end_a, a), (start_b, _, b) in itertools.pairwise(spans):
@@ -211,39 +222,71 @@ class ZanjZip:
             raise UnsafeArchiveError(
                 f"declares {info.file_size} uncompressed bytes, over the limit of {cap}", member=name, path=path
             )
+        self.budget.fits(decoder_memory(info), "decoding the member", member=name, path=path)
         out = bytearray()
-        try:
-            with self._zf.open(info) as f:  # zipfile stops at file_size and checks the CRC there
-                while len(out) < info.file_size:
-                    chunk = f.read(min(_CHUNK, info.file_size - len(out)))
-                    if not chunk:
-                        break
-                    out += chunk
-        except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError) as e:
-            raise IntegrityError(f"cannot read the member: {e}", member=name, path=path) from None
-        except Exception as e:  # noqa: BLE001  # lzma/bz2 decoders raise their own types on damaged data
-            raise IntegrityError(f"cannot read the member: {type(e).__name__}: {e}", member=name, path=path) from None
-        if len(out) != info.file_size:
-            raise IntegrityError(
-                f"holds {len(out)} bytes, the zip directory declares {info.file_size}", member=name, path=path
-            )
+        value = 0
+        for piece in member_pieces(self.source, info, member=name, path=path):
+            value = crc32(piece, value)
+            out += piece
+        if value != info.CRC:
+            raise IntegrityError(_BAD_CRC, member=name, path=path)
         if self.on_read is not None:
             self.on_read(name, len(out))
         return out
 
     def read_json(self, name: str) -> Any:
+        """One of ZANJ's own JSON members, parsed. What parsing it builds is estimated piece by piece
+        (the estimate is a sum over the text) and charged before the member is inflated whole."""
+        info = self.members[name]
+        if info.file_size > MAX_JSON_BYTES:
+            raise UnsafeArchiveError(
+                f"declares {info.file_size} uncompressed bytes, over the limit of {MAX_JSON_BYTES}", member=name
+            )
+        cost = sum(json_memory_estimate(piece) for piece in member_pieces(self.source, info, member=name))
+        self.budget.charge(cost, "parsing this JSON", member=name)
         data = self.read(name, limit=MAX_JSON_BYTES)
-        self.budget.charge_json(data, member=name)
         return loads_json(data, member=name)
 
     def verify_all(self) -> list[tuple[str, str]]:
-        """Inflate every member and check its CRC; (member, problem) for each failure."""
+        """Check every member against its CRC; (member, problem) for each failure (see verify_members)."""
+        return self.verify_members(self.members)
+
+    def verify_members(self, names: Iterable[str], *, budget: ReadBudget | None = None) -> list[tuple[str, str]]:
+        """Decode members `names` piece by piece and check each against its zip CRC, holding one piece
+        (1 MiB) at a time; (member, problem) for each failure. What the compressed members declare,
+        the bytes checking them decodes, must be within the read's budget (`budget`, else the file's
+        own): a file declaring more is refused whole (UnsafeArchiveError), as a read of it is."""
+        budget = budget if budget is not None else self.budget
+        infos = {name: self.members[name] for name in names}
+        decoded = sum(int(i.file_size) for i in infos.values() if i.compress_type != zipfile.ZIP_STORED)
+        if decoded > budget.limit:
+            largest = max(
+                infos, key=lambda n: infos[n].file_size if infos[n].compress_type != zipfile.ZIP_STORED else -1
+            )
+            raise budget.refusal(
+                f"checking the CRCs of its compressed members decodes {decoded:,} bytes (this member "
+                f"{infos[largest].file_size:,})",
+                member=largest,
+            )
         problems: list[tuple[str, str]] = []
-        for name in self.members:
+        for name, info in infos.items():
+            if info.file_size > self.max_member_bytes:
+                problems.append(
+                    (name, f"declares {info.file_size} uncompressed bytes, over the limit of {self.max_member_bytes}")
+                )
+                continue
+            budget.fits(decoder_memory(info), "decoding the member to check its CRC", member=name)
             try:
-                self.read(name)
-            except (IntegrityError, UnsafeArchiveError) as e:
+                value = 0
+                for piece in member_pieces(self.source, info, member=name):
+                    value = crc32(piece, value)
+            except IntegrityError as e:
                 problems.append((name, e.message))
+                continue
+            if value != info.CRC:
+                problems.append((name, _BAD_CRC))
+            if self.on_read is not None:
+                self.on_read(name, int(info.file_size))
         return problems
 
     def close(self) -> None:

@@ -12,6 +12,7 @@ construct). Imports neither torch nor pandas.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -166,20 +167,27 @@ def jsonl_member(name: Any, path: str) -> str:
     return name
 
 
+_BLANK_LINE = re.compile(r"(?:^|\n)[ \t\r]*(?:\n|$)")
+
+
 def parse_jsonl(data: memoryview, member: str) -> list[Any]:
-    """The values of a `.jsonl` member, one per line (a line holding two values is refused)."""
+    """The values of a `.jsonl` member, one per line (a line holding two values is refused). Parsed
+    as one JSON array of the lines (no list of line strings: 50 bytes a line more than the budget's
+    JSON estimate counts, for lines of a few bytes)."""
     try:
         text = bytes(data).decode("utf-8")
     except UnicodeDecodeError as e:
         raise FormatError(f"not valid UTF-8: {e}", member=member) from None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    if any(not line.strip() for line in lines):
+    if not text:
+        return []
+    body = text.removesuffix("\n")
+    del text
+    if _BLANK_LINE.search(body):
         raise FormatError("blank line in a .jsonl member", member=member)
-    values = loads_json("[" + ",".join(lines) + "]", member=member)
-    if len(values) != len(lines):
-        raise FormatError(f"{len(lines)} lines hold {len(values)} values", member=member)
+    n_lines = body.count("\n") + 1
+    values = loads_json("[" + body.replace("\n", ",") + "]", member=member)
+    if len(values) != n_lines:
+        raise FormatError(f"{n_lines} lines hold {len(values)} values", member=member)
     return list(values)
 
 
