@@ -17,13 +17,13 @@ from __future__ import annotations
 import io
 import mmap
 import os
-import stat
 import threading
 import weakref
 from typing import BinaryIO, Protocol
 
 from ..errors import FormatError, IntegrityError
 from .fresh_memory import new_buffer, populate
+from .open_gate import open_regular, open_regular_fd
 
 PARALLEL_FROM = 64 << 20  # reads this big are split over threads (pread releases the GIL)
 PARALLEL_PART = 32 << 20
@@ -80,14 +80,7 @@ class LocalFileSource:
     mapped = False
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        try:
-            st = os.fstat(fd)
-            if stat.S_ISDIR(st.st_mode):
-                raise IsADirectoryError(os.fspath(path))
-        except BaseException:
-            os.close(fd)
-            raise
+        fd, st = open_regular_fd(path, what="archive")  # (a FIFO refused without blocking)
         self.size = st.st_size
         self.bytes_read = 0
         self._fd: int | None = fd
@@ -153,7 +146,7 @@ class MappedSource:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self._fd: int | None = None
-        with open(path, "rb") as f:
+        with open_regular(path, what="archive") as f:
             self.size = os.fstat(f.fileno()).st_size
             if self.size == 0:
                 self._map: mmap.mmap | None = None
