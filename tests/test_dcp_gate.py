@@ -222,6 +222,12 @@ def test_one_budget_for_the_directory(tmp_path: Path) -> None:
         assert arc.verify()
     with pytest.raises(UnsafeArchiveError, match="max_read_bytes=100 "):
         zarchive.ZArchive(max_read_bytes=100).open(path)
+    # `zarchive convert DIR out.zarc --max-bytes N` reads the directory under that budget
+    from zarchive.cli import main
+
+    out = tmp_path / "one.zarc"
+    assert main(["convert", str(path), str(out), "--max-bytes", str(parsed + 47)]) == 2 and not out.exists()
+    assert main(["convert", str(path), str(out)]) == 0 and zarchive.read(out)["w"].sum() == 6
 
 
 @pytest.mark.parametrize("name", [SHARD, "index.zarc"])
