@@ -135,8 +135,7 @@ def test_an_index_of_many_chunks_is_checked_in_linear_time(tmp_path: Path) -> No
     total = float(sum(range(n)))
     assert replies[3]["sums"] == {"w": total} and replies[4]["sums"] == {"w": total}
     assert replies[1]["ok"] and replies[2]["rc"] == 0
-    print([(r["op"], round(r["seconds"], 2)) for r in replies])
-    assert max(r["seconds"] for r in replies) < 60, replies
+    assert max(r["seconds"] for r in replies) < 30, replies  # (about 1-5 s each; 47-68 s each before)
 
 
 def test_one_stored_chunk_named_many_times_is_refused(tmp_path: Path) -> None:
