@@ -55,7 +55,7 @@ def tensor_bytes(entry: TensorEntry, dtype: Any = None) -> int:
     n = shape_nbytes(entry.shape, TORCH_ITEMSIZE[entry.dtype], what="the tensor's shape", member=INDEX_NAME,
                      path=entry.fqn)  # fmt: skip
     itemsize = getattr(dtype, "itemsize", None)
-    if isinstance(itemsize, int) and entry.dtype.startswith(("float", "bfloat", "complex")):
+    if isinstance(itemsize, int) and entry.dtype.startswith(("float", "bfloat")):  # (assemble casts these only)
         n += n // TORCH_ITEMSIZE[entry.dtype] * itemsize
     return n
 
