@@ -215,16 +215,20 @@ class PlannedArchive(TreeBrowser):
         with gc_paused():
             return ctx.load(self.node(path))
 
-    def load_into(self, path: str, out: Any) -> Any:
+    def load_into(self, path: str, out: Any, *, node: Any = None) -> Any:
         """Load the tensor at `path` into `out` (a tensor of its dtype and shape) and return `out`.
         Where `out` is a contiguous CPU tensor, the stored bytes are read and checked straight into
         its memory: no second copy, no memory beside it (loading weights into a model's parameters,
         or a sharded checkpoint into the tensors DCP gives); a contiguous CUDA tensor is filled from
-        pinned host memory they are read into. Otherwise the tensor is loaded, then copied in. A FormatError when the archive holds something else at `path`."""
-        plan = self.plan(path)
+        pinned host memory they are read into. Otherwise the tensor is loaded, then copied in. A FormatError when the archive holds something else at `path`.
+        `node`: the manifest node at `path` where the caller has it (not looked up again)."""
+        self._check_open()
+        if node is None:
+            node = self.node(path)
+        with gc_paused():
+            plan = Planner(self._registry, self._reader, self._policy).run(node, split_path(path))
         ctx = LoadContext(self._registry, self._reader, self._settings, plan=plan, policy=self._policy)
         ctx.path = split_path(path)
-        node = self.node(path)
         with gc_paused():
             if ctx.load_into(node, out):
                 return out
@@ -332,6 +336,11 @@ class LazyArchive(PlannedArchive):
     @property
     def manifest(self) -> dict[str, Any]:
         return self._reader.manifest
+
+    @property
+    def budget(self) -> ReadBudget:
+        """This open file's read budget (max_read_bytes), the JSON parsed to open it already charged."""
+        return self._reader.budget
 
     @property
     def meta(self) -> dict[str, Any]:

@@ -19,7 +19,7 @@ def cmd_convert_sharded(args: Any, compress: Any) -> int:
     from ..dcp.consolidate import consolidate
 
     try:
-        count = consolidate(args.src, args.dst, compress=compress)
+        count = consolidate(args.src, args.dst, compress=compress, max_read_bytes=getattr(args, "max_bytes", None))
     except ValueError as e:
         raise CliError(str(e)) from None
     print(f"converted {args.src} -> {args.dst} (sharded checkpoint->zarc, {count} keys)")

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from ..errors import FormatError, UnsupportedDtypeError
+from ..errors import FormatError, UnsafeArchiveError, UnsupportedDtypeError, ZArchiveError
 from ..handlers.torch_types import DTYPES
 from .index import Chunk, TensorEntry
 
@@ -35,14 +35,24 @@ def assemble(
     map_location: Any = None,
     dtype: Any = None,
 ) -> torch.Tensor:
-    """The tensor `entry` describes: every chunk read (only its bytes) and copied to its place."""
-    out = torch.empty(entry.shape, dtype=torch_dtype(entry.dtype))
-    for chunk in entry.chunks:
-        if 0 in chunk.sizes:
-            continue
-        out[region(chunk.offsets, chunk.sizes)] = read_chunk(entry, chunk)
-    if dtype is not None and out.is_floating_point():
-        out = out.to(dtype)
+    """The tensor `entry` describes: every chunk read (only its bytes) and copied to its place. (The
+    caller has checked its size against the read's budget; the allocator failing anyway, under a
+    memory limit, is an UnsafeArchiveError, not torch's RuntimeError.)"""
+    try:
+        out = torch.empty(entry.shape, dtype=torch_dtype(entry.dtype))
+        for chunk in entry.chunks:
+            if 0 in chunk.sizes:
+                continue
+            out[region(chunk.offsets, chunk.sizes)] = read_chunk(entry, chunk)
+        if dtype is not None and out.is_floating_point():
+            out = out.to(dtype)
+    except (RuntimeError, MemoryError) as e:
+        if isinstance(e, ZArchiveError) or "alloc" not in str(e).lower() and not isinstance(e, MemoryError):
+            raise
+        raise UnsafeArchiveError(
+            f"not enough memory to assemble the tensor {entry.fqn!r} ({list(entry.shape)} {entry.dtype})",
+            path=entry.fqn,
+        ) from None
     if map_location not in (None, "saved"):
         out = out.to(map_location)
     return out

@@ -13,6 +13,8 @@ not a plain file name in the directory.
 from __future__ import annotations
 
 import math
+import os
+import random
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -164,7 +166,8 @@ def parse(doc: Any) -> Index:
         shards[name] = {"rank": _int(s["rank"], where, "rank"), "size": _int(s["size"], where, "size")}
         files.append(name)
     index = Index(save_id, shards)
-    paths: dict[tuple[str, ...], str] = {}
+    tree = _PathTree()
+    stored: dict[tuple[str, str], str] = {}  # (shard, key) -> the chunk using it, by its place in the index
     for kind in ("tensors", "objects"):
         if not isinstance(doc[kind], list):
             raise _fail(f"{kind} must be a list", kind)
@@ -173,16 +176,38 @@ def parse(doc: Any) -> Index:
             entry = _tensor(raw, where, files) if kind == "tensors" else _object(raw, where, files)
             if entry.fqn in index.entries:
                 raise _fail(f"key {entry.fqn[:200]!r} is present twice", where)
-            key = tuple(str(p) for p in entry.path)
-            if key in paths:
-                raise _fail(f"keys {paths[key][:200]!r} and {entry.fqn[:200]!r} have the same object path", where)
-            paths[key] = entry.fqn
+            tree.add(entry, where)
+            if isinstance(entry, TensorEntry):
+                for j, c in enumerate(entry.chunks):
+                    first = stored.setdefault((c.shard, c.key), f"{where}/chunks/{j}")
+                    if first != f"{where}/chunks/{j}":
+                        raise _fail(
+                            f"the chunk stored in shard {c.shard!r} under {c.key[:200]!r} is used twice (first at "
+                            f"{first}): each stored chunk is one region of one tensor", f"{where}/chunks/{j}",
+                        )  # fmt: skip
             index.entries[entry.fqn] = entry
-    for key, fqn in paths.items():  # one value's path inside another's: the tree would be ambiguous
-        for n in range(1, len(key)):
-            if key[:n] in paths:
-                raise _fail(f"the value of {paths[key[:n]][:200]!r} would contain {fqn[:200]!r}", "tensors")
     return index
+
+
+class _PathTree:
+    """The entries' object paths as a tree of their components, to refuse two entries at one path or
+    one inside another (the tree would be ambiguous) in time linear in the paths' lengths."""
+
+    def __init__(self) -> None:
+        self.root: dict[str, Any] = {}
+        self.leaf: dict[int, str] = {}  # id(node) -> the fqn of the entry ending there
+
+    def add(self, entry: TensorEntry | ObjectEntry, where: str) -> None:
+        node = self.root
+        for part in entry.path:
+            if id(node) in self.leaf:
+                raise _fail(f"the value of {self.leaf[id(node)][:200]!r} would contain {entry.fqn[:200]!r}", where)
+            node = node.setdefault(str(part), {})
+        if id(node) in self.leaf:
+            raise _fail(f"keys {self.leaf[id(node)][:200]!r} and {entry.fqn[:200]!r} have the same object path", where)
+        if node:
+            raise _fail(f"the value of {entry.fqn[:200]!r} would contain another entry's", where)
+        self.leaf[id(node)] = entry.fqn
 
 
 def _shard_of(value: Any, where: str, files: list[str]) -> str:
@@ -232,18 +257,40 @@ def _tensor(raw: Any, where: str, files: list[str]) -> TensorEntry:
 
 
 def _check_tiling(chunks: list[Chunk], shape: tuple[int, ...], where: str) -> None:
-    """The chunks cover the tensor exactly once: no two overlap and their volumes add up to it."""
-    live = [c for c in chunks if math.prod(c.sizes) > 0]
-    live.sort(key=lambda c: c.offsets)
-    for i, a in enumerate(live):
-        for b in live[i + 1 :]:
-            if shape and b.offsets[0] >= a.offsets[0] + a.sizes[0]:
-                break  # sorted by the first offset: no later chunk can overlap a
-            if all(
-                bo < ao + asz and ao < bo + bsz
-                for ao, asz, bo, bsz in zip(a.offsets, a.sizes, b.offsets, b.sizes, strict=True)
-            ):
-                raise _fail(f"chunks at {list(a.offsets)} and {list(b.offsets)} overlap", where)
-    covered = sum(math.prod(c.sizes) for c in live)
-    if covered != math.prod(shape):
-        raise _fail(f"the chunks cover {covered} of the tensor's {math.prod(shape)} elements", where)
+    """The chunks cover the tensor exactly once, checked in time linear in the chunks (never chunk
+    against chunk): their element counts add up to the tensor's, and their corners cancel out.
+
+    Each chunk [a, b) (per dimension) is the product of its dimensions' intervals; the signed corner
+    sum of its indicator function is the product over dimensions of (delta_a - delta_b), and the
+    chunks tile the tensor exactly when these add up to the tensor's own (the corner sum of a function
+    determines it, as a prefix sum does). Both sides are compared as polynomials in one variable per
+    (dimension, coordinate), evaluated at random points modulo the prime 2**61 - 1: chunks that tile
+    always pass; chunks that do not tile pass with probability under d / 2**61 for d dimensions (the
+    points are drawn anew for every check, so no file can be made to pass)."""
+    total = math.prod(shape)
+    covered = sum(math.prod(c.sizes) for c in chunks)
+    if covered > total:
+        raise _fail(f"chunks overlap: they hold {covered} elements of the tensor's {total}", where)
+    if covered != total:
+        raise _fail(f"the chunks cover {covered} of the tensor's {total} elements", where)
+    draw = random.Random(int.from_bytes(os.urandom(32), "little"))  # (seeded anew: no file can guess it)
+    points: list[dict[int, int]] = [{} for _ in shape]
+
+    def at(dim: int, coordinate: int) -> int:
+        value = points[dim].get(coordinate)
+        if value is None:
+            value = points[dim][coordinate] = draw.randrange(_PRIME)
+        return value
+
+    def corners(offsets: tuple[int, ...], sizes: tuple[int, ...]) -> int:
+        product = 1
+        for dim, (o, s) in enumerate(zip(offsets, sizes, strict=True)):
+            product = product * (at(dim, o + s) - at(dim, o)) % _PRIME
+        return product
+
+    whole = corners((0,) * len(shape), shape)
+    if sum(corners(c.offsets, c.sizes) for c in chunks if math.prod(c.sizes) > 0) % _PRIME != whole:
+        raise _fail("chunks overlap (and leave a gap of as many elements): every element must be in one chunk", where)
+
+
+_PRIME = (1 << 61) - 1

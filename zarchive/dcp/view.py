@@ -3,8 +3,13 @@
 The object tree comes from the index alone (spec/distributed.md): a tensor is assembled, when it is
 read, from the chunks it needs, each read (and checked) from its shard without reading the rest of
 the shard; a non-tensor value is read from its shard through the normal handler chain. Shards are
-opened when first used. `verify()` checks the index, every shard's checksums and that every chunk
-and value the index names is in its shard with the dtype and size the index says.
+opened when first used (shards.Shards). `verify()` checks the index, every shard's checksums and that
+every chunk and value the index names is in its shard with the dtype and size the index says.
+
+Every read from the directory (`get`, `load`, `verify`, `audit`, browsing, `ZArchiveReader`) has one
+budget, `budget` (limits.directory_budget): the index's and the shards' JSON are charged to it, and
+the tensors a read assembles are checked against it, from the shapes the index declares, before
+anything is allocated. The index and the shards are opened only if they are regular files.
 
 Nodes: a dict of keys is `{"$type": "dcp.dict", "items": {...}}` (`"dcp.list"` where the keys are
 list indices); a tensor is
@@ -18,7 +23,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ..audit_report import AuditReport
 from ..browse import TreeBrowser
@@ -29,6 +34,8 @@ from ..plan import Plan, ReadPolicy
 from ..verify_result import VerifyResult
 from ..weights_hash import archive_digests, combine
 from .index import INDEX_NAME, Chunk, Index, ObjectEntry, TensorEntry, parse
+from .limits import check_file, directory_budget, read_bytes
+from .shards import ArchiveOpener, Shards, open_zarc
 
 if TYPE_CHECKING:
     from typing import Self
@@ -38,12 +45,10 @@ if TYPE_CHECKING:
 DICT, LIST, VALUE, TENSOR = "dcp.dict", "dcp.list", "dcp.value", "torch.Tensor"
 
 
-class ArchiveOpener(Protocol):
-    def open(self, file_path: Any, *, trusted: Any = None, unresolved: Any = "raise") -> Any: ...
-
-
 def is_sharded(directory: str) -> bool:
-    return os.path.isfile(os.path.join(directory, INDEX_NAME))
+    """Whether `directory` holds a sharded checkpoint's index (of any file type: opening refuses one
+    that is not a regular file)."""
+    return os.path.lexists(os.path.join(directory, INDEX_NAME))
 
 
 def open_sharded(directory: str, opener: ArchiveOpener, policy: ReadPolicy) -> ShardedCheckpoint:
@@ -67,25 +72,24 @@ class ShardedCheckpoint(TreeBrowser):
         self.directory = directory
         self._opener = opener
         self._policy = policy
-        self._shards: dict[str, LazyArchive] = {}
         self._owner: dict[int, tuple[LazyArchive, Any]] = {}  # id(node from a shard) -> (its shard, node)
         self._closed = False
-        self._index_arc: LazyArchive = opener.open(os.path.join(directory, INDEX_NAME), trusted=[])
+        index_path = check_file(directory, INDEX_NAME, what="the index")
+        self._index_arc: LazyArchive = open_zarc(opener, index_path, INDEX_NAME, trusted=[])
         try:
             self._doc = self._index_arc.load()  # plain JSON: a class named in it is refused (trusted=[])
             self.index: Index = parse(self._doc)
             for name, info in self.index.shards.items():  # every shard there, as big as the save wrote it
-                path = os.path.join(directory, name)
-                if not os.path.isfile(path):
-                    raise MemberNotFoundError(
-                        f"shard {name!r} named by the index is missing from {directory!r}: the checkpoint is incomplete",
-                        member=name,
-                    )  # fmt: skip
-                if os.path.getsize(path) != info["size"]:
+                size = os.path.getsize(check_file(directory, name, what="shard"))
+                if size != info["size"]:
                     raise IntegrityError(
-                        f"shard {name!r} has {os.path.getsize(path)} bytes, the index recorded {info['size']}: "
+                        f"shard {name!r} has {size} bytes, the index recorded {info['size']}: "
                         "it was replaced or damaged", member=name,
                     )  # fmt: skip
+            # one budget for every read from the directory, the index's JSON charged first
+            self.budget = directory_budget(policy.max_read_bytes, self.index, os.path.getsize(index_path))
+            self.budget.charge(self._index_arc.budget.json_bytes, "parsing the index", member=INDEX_NAME)
+            self.shards = Shards(directory, opener, policy, self.index, self.budget)
             self._root = self._build_tree()
         except BaseException:
             self._index_arc.close()
@@ -226,30 +230,7 @@ class ShardedCheckpoint(TreeBrowser):
     def shard(self, name: str) -> LazyArchive:
         """The shard archive `name`, opened on first use (its save id checked against the index)."""
         self._check_open()
-        arc = self._shards.get(name)
-        if arc is None:
-            if name not in self.index.shards:
-                raise MemberNotFoundError("the index lists no such shard", member=str(name)[:200])
-            arc = self._opener.open(os.path.join(self.directory, name), **self._read_settings())
-            try:
-                head = arc.node("")
-                ok = isinstance(head, dict) and arc.get("save_id") == self.index.save_id
-            except ZArchiveError:
-                ok = False
-            if not ok:
-                arc.close()
-                raise FormatError(
-                    f"shard {name!r} is not a shard of the save the index describes ({self.index.save_id!r})",
-                    member=name,
-                )  # fmt: skip
-            self._shards[name] = arc
-        return arc
-
-    def _read_settings(self) -> dict[str, Any]:
-        """The open's trusted= and unresolved=, for the values read from shards."""
-        p = self._policy
-        trusted = None if p.trusted is None else [*p.given.values(), *(t for t in p.trusted if t not in p.given)]
-        return {"trusted": trusted, "unresolved": p.unresolved}
+        return self.shards.get(name)
 
     def _entries_under(self, path: str) -> list[tuple[list[str], TensorEntry | ObjectEntry]]:
         parts = split_path(path)
@@ -276,10 +257,16 @@ class ShardedCheckpoint(TreeBrowser):
             if found is MISSING:
                 raise MemberNotFoundError(f"no value {part!r} here", path=join_path(parts[:i]))
             node = found
-        return self._load(node, map_location, dtype)
+        return self._read(node, path, map_location, dtype)
 
     def __getitem__(self, path: str) -> Any:
         return self.get(path)
+
+    def _read(self, node: dict[str, Any], path: str, map_location: Any, dtype: Any) -> Any:
+        """The value of a node of the index's tree, once the tensors it assembles fit the budget."""
+        entries = [cast(TensorEntry, self.index.entries[n["fqn"]]) for n in _tensors_below(node)]
+        self.budget.check_plan(read_bytes(entries, dtype), path=path)
+        return self._load(node, map_location, dtype)
 
     def _load(self, node: dict[str, Any], map_location: Any, dtype: Any) -> Any:
         tag = node["$type"]
@@ -299,67 +286,24 @@ class ShardedCheckpoint(TreeBrowser):
 
     def read_chunk(self, entry: TensorEntry, chunk: Chunk) -> Any:
         """One chunk's tensor, read from its shard (only its bytes), checked against the index."""
-        return self.shard(chunk.shard).get(self._check_chunk(entry, chunk))
+        self._check_open()
+        return self.shards.read_chunk(entry, chunk)
 
     def read_chunks(self, wanted: list[tuple[TensorEntry, Chunk]]) -> dict[tuple[str, str], Any]:
-        """The values stored for these chunks, by (shard, key), unchecked (see assemble.checked). A
-        shard at least half of whose chunks are wanted is read with one plan (a rank loading what it
-        saved reads all of its shard), otherwise chunk by chunk."""
-        out: dict[tuple[str, str], Any] = {}
-        by_shard: dict[str, set[str]] = {}
-        for _, c in wanted:
-            by_shard.setdefault(c.shard, set()).add(c.key)
-        for shard, keys in by_shard.items():
-            arc = self.shard(shard)
-            stored = set(arc.keys("tensors"))
-            missing = sorted(keys - stored)
-            if missing:
-                raise FormatError(
-                    f"the index puts a chunk in shard {shard!r} under {missing[0]!r}, which it lacks", member=shard
-                )
-            if 2 * len(keys) >= len(stored):
-                whole = arc.get("tensors")
-                out.update(((shard, k), whole[k]) for k in keys)
-            else:
-                out.update(((shard, k), arc.get(join_path(["tensors", k]))) for k in keys)
-        return out
+        """The values stored for these chunks, by (shard, key) (see Shards.read_chunks)."""
+        self._check_open()
+        return self.shards.read_chunks(wanted)
 
     def load_chunk_into(self, entry: TensorEntry, chunk: Chunk, out: Any) -> None:
-        """Read one stored chunk into `out` (a tensor of its dtype and size: straight into its memory
-        where it is contiguous CPU memory), after checking it is what the index says."""
-        from .assemble import dtype_name  # (torch is imported: `out` is a tensor)
-
-        if dtype_name(out.dtype) != entry.dtype or tuple(out.shape) != chunk.sizes:
-            raise FormatError(
-                f"the chunk of {entry.fqn!r} at {list(chunk.offsets)} is a {entry.dtype} tensor of shape "
-                f"{list(chunk.sizes)}, not {dtype_name(out.dtype)}{list(out.shape)}",
-                member=chunk.shard,
-            )
-        self.shard(chunk.shard).load_into(self._check_chunk(entry, chunk), out)
-
-    def _check_chunk(self, entry: TensorEntry, chunk: Chunk) -> str:
-        """The chunk's object path in its shard, where a tensor of the dtype and size the index says is."""
-        arc = self.shard(chunk.shard)
-        where = join_path(["tensors", chunk.key])
-        try:
-            node = arc.node(where)
-        except MemberNotFoundError:
-            raise FormatError(
-                f"the index puts a chunk of {entry.fqn!r} in shard {chunk.shard!r} under {chunk.key!r}, which it lacks",
-                member=chunk.shard,
-            ) from None
-        if not isinstance(node, dict) or node.get("dtype") != entry.dtype or node.get("shape") != list(chunk.sizes):
-            raise FormatError(
-                f"the chunk of {entry.fqn!r} at {list(chunk.offsets)} in shard {chunk.shard!r} is not a "
-                f"{entry.dtype} tensor of shape {list(chunk.sizes)} as the index says", member=chunk.shard,
-            )  # fmt: skip
-        return where
+        """Read one stored chunk into `out` (see Shards.load_chunk_into)."""
+        self._check_open()
+        self.shards.load_chunk_into(entry, chunk, out)
 
     def load_node(self, node: Any, path: str = "", *, map_location: Any = None, dtype: Any = None) -> Any:
         owned = self._owner.get(id(node))
         if owned is not None:
             return owned[0].load_node(node, path, map_location=map_location, dtype=dtype)
-        return self._load(node, map_location, dtype)
+        return self._read(node, path, map_location, dtype)
 
     def load(self, *, map_location: Any = None, dtype: Any = None, root_class: type | None = None) -> Any:
         """The whole state dict, nested by object path."""
@@ -380,15 +324,14 @@ class ShardedCheckpoint(TreeBrowser):
             members += result.members
             problems.extend((f"{name}:{m}", p) for m, p in result)
         for entry in self.index.entries.values():
-            for shard in sorted({c.shard for c in entry.chunks}) if isinstance(entry, TensorEntry) else [entry.shard]:
+            failed: set[str] = set()  # (one problem per entry and shard)
+            for shard, check in _checks(self, entry):
+                if shard in failed:
+                    continue
                 try:
-                    if isinstance(entry, TensorEntry):
-                        for c in entry.chunks:
-                            if c.shard == shard:
-                                self._check_chunk(entry, c)
-                    else:
-                        self.shard(shard).node(join_path(["objects", entry.key]))
+                    check()
                 except ZArchiveError as err:
+                    failed.add(shard)
                     problems.append((shard, str(err)))
         return VerifyResult(problems, members=members)
 
@@ -397,9 +340,7 @@ class ShardedCheckpoint(TreeBrowser):
         if self._closed:
             return
         self._closed = True
-        for arc in self._shards.values():
-            arc.close()
-        self._shards.clear()
+        self.shards.close()
         self._owner.clear()
         self._index_arc.close()
 
@@ -417,6 +358,26 @@ class ShardedCheckpoint(TreeBrowser):
 
     def __repr__(self) -> str:
         return f"<zarchive sharded checkpoint {self.directory!r}: {len(self.index.entries)} keys in {len(self.index.shards)} shards>"
+
+
+def _tensors_below(node: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tensor nodes at or below a node of the index's tree (its depth is that of the paths, at most
+    200; values in shards are read by their shards)."""
+    found, todo = [], [node]
+    while todo:
+        n = todo.pop()
+        if n["$type"] == TENSOR:
+            found.append(n)
+        elif n["$type"] in (DICT, LIST):
+            todo.extend(n["items"].values())
+    return found
+
+
+def _checks(view: ShardedCheckpoint, entry: TensorEntry | ObjectEntry) -> list[tuple[str, Callable[[], Any]]]:
+    """What verify checks of one entry, by shard: each chunk, or the value, where the index says."""
+    if isinstance(entry, ObjectEntry):
+        return [(entry.shard, lambda: view.shard(entry.shard).node(join_path(["objects", entry.key])))]
+    return [(c.shard, lambda c=c: view.shards.chunk_node(entry, c)) for c in entry.chunks]  # type: ignore[misc]
 
 
 def _describe_value(arc: LazyArchive, node: Any) -> str:
