@@ -427,3 +427,11 @@ def test_compare_nan_and_shapes() -> None:
     assert compare([w], [w.copy()]).problem is None  # NaN where the model gives NaN, equal infinities
     assert "NaN or infinity" in str(compare([w], [np.array([np.nan, np.inf, np.nan])]).problem)
     assert "shape [3]" in str(compare([np.zeros((1, 3))], [np.zeros(3)]).problem)
+
+
+def test_a_missing_deploy_package_says_how_to_install_it_from_a_checkout() -> None:
+    from zarchive.deploy.extras import require
+
+    with pytest.raises(ImportError, match=r"pip install '\.\[deploy\]'.*pip install onnx onnxruntime") as info:
+        require("zarchive_no_such_package", "testing")
+    assert "zarchive-ml[" not in str(info.value)  # not on PyPI yet: never offered as a name to install

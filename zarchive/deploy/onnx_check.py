@@ -24,7 +24,7 @@ from typing import Any
 
 from ..container.depth import MAX_DEPTH
 from ..errors import FormatError, UnsafeArchiveError
-from .runtime import require
+from .extras import require
 
 _EP_CONTEXT = "EPContext"
 _ORT_CONFIG = "ort_config"

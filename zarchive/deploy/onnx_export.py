@@ -19,8 +19,8 @@ from typing import Any
 import torch
 
 from . import first_line
+from .extras import require
 from .onnx_check import external_references, parse_model
-from .runtime import require
 from .torchscript_export import tracer_notes
 
 MAX_ONNX_BYTES = (2 << 30) - 1  # protobuf's limit on one message: bigger models need external data

@@ -4,22 +4,10 @@ The optional packages are imported here, on first use, with an error naming the 
 
 from __future__ import annotations
 
-import importlib
 import io
-from types import ModuleType
 from typing import Any
 
-DEPLOY_EXTRA = "deploy"
-
-
-def require(module: str, what: str) -> ModuleType:
-    """Import an optional package of the `deploy` extra, or say how to install it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as e:
-        raise ImportError(
-            f"{what} needs the {module!r} package: pip install 'zarchive-ml[{DEPLOY_EXTRA}]'", name=module
-        ) from e
+from .extras import require
 
 
 def onnx_session(data: bytes, *, member: str | None = None, **ort_kwargs: Any) -> Any:
