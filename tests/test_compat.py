@@ -402,3 +402,24 @@ def test_lightning_load_through_the_public_path(namespace: str, tmp_path: Path) 
     assert torch.equal(fm.layer.weight, sm.layer.weight) and torch.equal(sm.layer.weight, model.layer.weight)
     assert dict(fd.hparams) == dict(sd.hparams) == {"batch_size": 2}
     assert fd.state == sd.state == {"cursor": 17}
+
+
+def test_enum_flags_read_the_same_with_the_enum_probe_off(tmp_path: Path) -> None:
+    import enum
+    import re
+
+    class Perm(enum.Flag):
+        R = 4
+        W = 2
+        X = 1
+
+    zarchive.register_class(Perm, name="test_compat:Perm")
+    try:
+        value = {"p": Perm.R | Perm.W, "re": re.IGNORECASE | re.MULTILINE, "one": Perm.X}
+        zarchive.save(value, tmp_path / "f.zarc")
+        with_probe = zarchive.read(tmp_path / "f.zarc")
+        with disable_for_test("enum.value_map"):
+            without = zarchive.read(tmp_path / "f.zarc")
+        assert with_probe == without == value
+    finally:
+        zarchive.unregister_class(Perm)

@@ -298,7 +298,7 @@ def _own_memory(obj: Any) -> Any:
                 new[k] = walk(v)
             meta = getattr(x, "_metadata", None)
             if meta is not None:
-                new._metadata = meta  # type: ignore[attr-defined]
+                new._metadata = meta  # type: ignore[attr-defined]  # noqa: SLF001 - torch state-dict data (see _compat)
             return new
         if type(x) is list:
             return [walk(v) for v in x]

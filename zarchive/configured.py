@@ -35,7 +35,7 @@ class ConfiguredModelBase(torch.nn.Module, Generic[T_config]):
 
     def __init__(self, config: T_config) -> None:
         super().__init__()
-        expected = type(self)._config_class
+        expected = type(self)._config_class  # noqa: SLF001 - this class's own attribute
         if expected is None:
             raise NoConfigClassError(
                 f"{type(self).__qualname__} has no config class: you need to set it with @set_config_class(YourConfig)"
@@ -69,7 +69,7 @@ class ConfiguredModelBase(torch.nn.Module, Generic[T_config]):
 
     @property
     def zanj_config_class(self) -> type | None:
-        return type(self)._config_class
+        return type(self)._config_class  # noqa: SLF001 - this class's own attribute
 
     def num_params(self, only_trainable: bool = True) -> int:
         """The number of parameter values, each shared parameter counted once (trainable ones only

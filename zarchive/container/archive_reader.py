@@ -139,6 +139,11 @@ class ArchiveReader:
         fails the read if one is damaged, e.g. parallel_verify)."""
         self._checked.update((name, "") for name in names)
 
+    def unmark_checked(self, names: list[str]) -> None:
+        """Take back mark_checked for these members (their check failed, or will not happen)."""
+        for name in names:
+            self._checked.discard((name, ""))
+
     def has_member(self, name: str) -> bool:
         return name in self.zip.members and name != METADATA_NAME
 

@@ -66,8 +66,7 @@ class PendingVerification:
             combined[i] = crc32_combine(combined[i], c, view.nbytes) if i in combined else c
         for i, name in enumerate(self._todo):
             if combined.get(i, 0) != self._reader.zip.members[name].crc:
-                for later in self._todo[i:]:
-                    self._reader._checked.discard((later, ""))
+                self._reader.unmark_checked(self._todo[i:])
                 raise IntegrityError(_damage(self._reader, name), member=name)
 
 

@@ -164,11 +164,12 @@ class MappedSource:
         from the same mapping, so each load takes its own."""
         if self._fd is None:
             raise ValueError("the source is closed (or empty)")
+        # another instance of this class, set up by the class itself
         other = MappedSource.__new__(MappedSource)
-        other.size, other._fd = self.size, os.dup(self._fd)
-        other._map = mmap.mmap(self._fd, 0, access=mmap.ACCESS_COPY)
-        other._view = memoryview(other._map)
-        other._close_fd = weakref.finalize(other, _close_fd, other._fd)
+        other.size, other._fd = self.size, os.dup(self._fd)  # noqa: SLF001
+        other._map = mmap.mmap(self._fd, 0, access=mmap.ACCESS_COPY)  # noqa: SLF001
+        other._view = memoryview(other._map)  # noqa: SLF001
+        other._close_fd = weakref.finalize(other, _close_fd, other._fd)  # noqa: SLF001
         return other
 
     def view(self, offset: int, length: int) -> memoryview:

@@ -63,7 +63,7 @@ class EntryWriter:
             return 0
         if self.track_crc:
             self._crc = crc32(data, self._crc)
-        self._owner._raw_write(data)
+        self._owner._raw_write(data)  # noqa: SLF001 - the writer's own entry stream (this module)
         self.entry.size += n
         return n
 
@@ -71,13 +71,13 @@ class EntryWriter:
         """Write bytes whose CRC the caller folds in itself (see `close(crc=...)`)."""
         n = len(data) if not isinstance(data, memoryview) else data.nbytes
         if n:
-            self._owner._raw_write(data)
+            self._owner._raw_write(data)  # noqa: SLF001 - the writer's own entry stream (this module)
             self.entry.size += n
         return n
 
     def close(self, crc: int | None = None) -> Entry:
         self.entry.crc = self._crc if crc is None else crc
-        self._owner._finish_entry(self.entry)
+        self._owner._finish_entry(self.entry)  # noqa: SLF001 - the writer's own entry stream (this module)
         return self.entry
 
     # file-like protocol pieces that zstandard's stream_writer expects

@@ -267,7 +267,7 @@ class TorchRules:
     def build(self, obj: Any, state: Any) -> Any:
         if type(obj) is OrderedDict and isinstance(state, dict) and set(state) <= {"_metadata"}:
             if "_metadata" in state:
-                obj._metadata = state["_metadata"]  # type: ignore[attr-defined]  # a state dict's module versions
+                obj._metadata = state["_metadata"]  # type: ignore[attr-defined]  # noqa: SLF001 - module versions
             return obj
         raise self.refuse(f"setting state on a {type(obj).__name__} (BUILD)")
 

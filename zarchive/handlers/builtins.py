@@ -320,5 +320,5 @@ class DictHandler(DictSchema, Handler):
                     raise ctx.error(f"unhashable dict key: {e}") from None
         attrs = node.get("attrs")
         if isinstance(attrs, dict) and "_metadata" in attrs and isinstance(out, OrderedDict):
-            out._metadata = ctx.load(attrs["_metadata"], "_metadata")  # type: ignore[attr-defined]
+            out._metadata = ctx.load(attrs["_metadata"], "_metadata")  # type: ignore[attr-defined]  # noqa: SLF001 - torch state-dict data
         return out

@@ -43,7 +43,7 @@ def load_through_wrapper(
 ) -> Any:
     """The weights put in by the model's own `_load_state_dict_wrapper(sd, **kwargs)`."""
     try:
-        model._load_state_dict_wrapper(sd, **kwargs)
+        model._load_state_dict_wrapper(sd, **kwargs)  # noqa: SLF001 - the hook a model class defines (ZANJ's name)
     except Exception as e:
         raise ConfigMismatchError(
             f"{cls.__qualname__}._load_state_dict_wrapper failed on the archive's weights: "

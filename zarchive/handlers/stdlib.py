@@ -8,10 +8,10 @@ import decimal
 import enum
 import pathlib
 import re
-import threading
 import uuid
 from typing import Any
 
+from .._compat import enum as enum_compat
 from ..context import LoadContext, Node, SaveContext
 from ..generic import GenericObject
 from ..main_classes import warn_on_save
@@ -241,37 +241,26 @@ class EnumHandler(EnumSchema, Handler):
         return _member_by_value(cls, ctx.load(node.get("value"), "value"), ctx)
 
 
-_ENUM_LOCK = threading.Lock()
-
-
 def _member_by_value(cls: Any, value: Any, ctx: LoadContext) -> Any:
     """The member (or Flag combination) of `cls` with `value`, without leaving state behind that grows
     with the files read.
 
-    `cls(value)` on a Flag builds a pseudo-member for a combination and caches it in the class's
-    `_value2member_map_` (Python 3.11-3.13; so does `A | B`), and a Flag with boundary KEEP (like
-    re.RegexFlag) accepts any int, so every read of a new value would add an entry for good. Here: a
+    `cls(value)` on a Flag builds a pseudo-member for a combination and caches it in the class
+    (Python 3.11-3.13; so does `A | B`), and a Flag with boundary KEEP (like re.RegexFlag) accepts any
+    int, so every read of a new value would add an entry for good (see _compat/enum.py). Here: a
     value already there is returned as is; a Flag value must be a combination of the class's own
     members' bits (anything else is a mismatch); an int-valued Flag's combination (IntFlag, RegexFlag,
     compared by value) is built and then dropped from the cache again; a pure Flag's stays cached,
     since its members compare by identity (at most one entry per combination of its own members)."""
-    try:
-        known = cls._value2member_map_.get(value)
-    except TypeError:  # an unhashable value: no member has it
-        known = None
+    known = enum_compat.known_member(cls, value)
     if known is not None:
         return known
     if isinstance(cls, enum.EnumType) and issubclass(cls, enum.Flag):
-        mask = getattr(cls, "_flag_mask_", None)
+        mask = enum_compat.flag_mask(cls)
         if type(value) is not int or value < 0 or (isinstance(mask, int) and value & ~mask):
             ctx.mismatch(f"{cls.__qualname__} has no combination of members with value {_short_value(value)}")
             return None
-        with _ENUM_LOCK:
-            had = value in cls._value2member_map_
-            member = cls(value)
-            if issubclass(cls, int) and not had:
-                cls._value2member_map_.pop(value, None)
-        return member
+        return enum_compat.flag_combination(cls, value)
     try:
         return cls(value)
     except ValueError:
