@@ -15,7 +15,7 @@ from .container.archive_writer import MemberPlan, choose_codecs
 from .container.open_gate import open_regular
 from .container.source import ByteSource, BytesSource, open_local
 from .context import SaveContext
-from .deploy import ExportErrors
+from .deploy import DynamicAxes, ExportErrors, check_dynamic_axes
 from .deploy import check_arguments as check_export_arguments
 from .errors import ArchiveNotFoundError, FormatError, NotAZipError
 from .gcpause import gc_paused
@@ -132,6 +132,7 @@ class ZArchive:
         export: Sequence[str] = (),
         example_inputs: tuple[Any, ...] | None = None,
         export_errors: ExportErrors = "raise",
+        dynamic_axes: DynamicAxes | None = None,
     ) -> str:
         """Write `obj` to exactly `file_path` (parent folders created), atomically; return the path.
 
@@ -144,9 +145,16 @@ class ZArchive:
             `example_inputs` (a tuple of tensors) and checked against the model; what was checked is
             recorded (`arc.exports`). An export that fails or disagrees raises SaveError naming it;
             export_errors="warn" saves without it instead, with an ExportWarning. Needs the `deploy`
-            extra for ONNX."""
+            extra for ONNX.
+        dynamic_axes: for ONNX, the axes left free, `{name: {axis: dimension name}}` over the export's
+            input and output names ("input", or "input_0", "input_1", ...; "output", ...), e.g.
+            `{"input": {0: "batch", 1: "sequence"}, "output": {0: "batch", 1: "sequence"}}`; the export
+            is then also checked with every free axis at another size. Default: the first axis of every
+            input and output ("batch")."""
         check_target(file_path, storage_options, obj)
-        planned = self.plan_save(obj, export=export, example_inputs=example_inputs, export_errors=export_errors)
+        planned = self.plan_save(
+            obj, export=export, example_inputs=example_inputs, export_errors=export_errors, dynamic_axes=dynamic_axes
+        )
         wait_for(path_key(file_path))
         return self._write(planned, file_path, storage_options)
 
@@ -174,12 +182,16 @@ class ZArchive:
         export: Sequence[str] = (),
         example_inputs: tuple[Any, ...] | None = None,
         export_errors: ExportErrors = "raise",
+        dynamic_axes: DynamicAxes | None = None,
     ) -> PlannedSave:
         """Phase one of a save, before the target is touched: walk `obj` with the handler chain, plan
         its members (and its exports: see save), encode the manifest and check it is readable (see
         write_check). `stage(members)` runs once the members are known, before their codecs are
         chosen (save_async copies their bytes there)."""
         names = check_export_arguments(export, example_inputs, export_errors)
+        axes = check_dynamic_axes(dynamic_axes)
+        if axes is not None and "onnx" not in names:
+            raise ValueError("dynamic_axes= applies to an ONNX export: pass export=('onnx', ...) too")
         with gc_paused():
             ctx = SaveContext(self.registry, self.settings)
             root = ctx.save(obj)
@@ -189,7 +201,7 @@ class ZArchive:
             if names:
                 from .deploy.build import build_exports  # (imports torch: obj is a torch module already)
 
-                exports, more = build_exports(obj, names, example_inputs, export_errors)
+                exports, more = build_exports(obj, names, example_inputs, export_errors, axes)
                 if exports is not None:
                     manifest[EXPORTS_KEY] = exports
                     members = [*members, *more]

@@ -12,7 +12,7 @@ from typing import Any
 
 from .api import PathLike, StorageOptions, ZArchive
 from .browse import OpenedArchive
-from .deploy import ExportErrors
+from .deploy import DynamicAxes, ExportErrors
 from .plan import TensorsAs, Unresolved
 from .verify_result import VerifyResult
 
@@ -73,10 +73,11 @@ def save(
     export: Sequence[str] = (),
     example_inputs: tuple[Any, ...] | None = None,
     export_errors: ExportErrors = "raise",
+    dynamic_axes: DynamicAxes | None = None,
     **settings: Any,
 ) -> str:
-    """`ZArchive(**settings).save(obj, file_path, ...)` (see ZArchive.save for export=)."""
-    own = ("storage_options", "export", "example_inputs", "export_errors")
+    """`ZArchive(**settings).save(obj, file_path, ...)` (see ZArchive.save for export= and dynamic_axes=)."""
+    own = ("storage_options", "export", "example_inputs", "export_errors", "dynamic_axes")
     return _archive("save", own, settings).save(
         obj,
         file_path,
@@ -84,6 +85,7 @@ def save(
         export=export,
         example_inputs=example_inputs,
         export_errors=export_errors,
+        dynamic_axes=dynamic_axes,
     )
 
 

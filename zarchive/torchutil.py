@@ -23,7 +23,7 @@ from typing import Any, Self, TypeVar
 
 from .api import ZArchive
 from .configured import ConfiguredModelBase, set_config_class
-from .deploy import ExportErrors
+from .deploy import DynamicAxes, ExportErrors
 from .model_read import read_model
 
 T_config = TypeVar("T_config")
@@ -45,11 +45,18 @@ class ConfiguredModel(ConfiguredModelBase[T_config]):
         export: Sequence[str] = (),
         example_inputs: tuple[Any, ...] | None = None,
         export_errors: ExportErrors = "raise",
+        dynamic_axes: DynamicAxes | None = None,
     ) -> str:
         """Write the model (class, config, weights, training flag) to `file_path`; return the path.
-        `export`, `example_inputs`, `export_errors`: exports to ONNX and TorchScript, as for ZArchive.save."""
+        `export`, `example_inputs`, `export_errors`, `dynamic_axes`: exports to ONNX and TorchScript,
+        as for ZArchive.save."""
         return (za if za is not None else ZArchive()).save(
-            self, file_path, export=export, example_inputs=example_inputs, export_errors=export_errors
+            self,
+            file_path,
+            export=export,
+            example_inputs=example_inputs,
+            export_errors=export_errors,
+            dynamic_axes=dynamic_axes,
         )
 
     @classmethod

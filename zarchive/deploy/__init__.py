@@ -5,12 +5,14 @@ program asks for one, so `import zarchive` imports neither torch nor onnx."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from ..nodes.exports import EXPORT_MEMBERS, EXPORT_NAMES
 
 ExportErrors = Literal["raise", "warn"]
+DynamicAxes = Mapping[str, Mapping[int, str]]  # what a save takes: {input or output name: {axis: dimension name}}
+Axes = dict[str, dict[int, str]]  # the same, checked
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -38,3 +40,27 @@ def check_arguments(export: Sequence[str] | str, example_inputs: Any, export_err
     if names and example_inputs is None:
         raise ValueError("export= needs example_inputs=(x,): each export is run on them and checked against the model")
     return names
+
+
+def check_dynamic_axes(dynamic_axes: Any) -> Axes | None:
+    """`dynamic_axes` as given to a save, checked for its form (no model needed): None, or a mapping of
+    names to mappings of non-negative int axes to non-empty dimension names."""
+    if dynamic_axes is None:
+        return None
+    if not isinstance(dynamic_axes, Mapping):
+        raise TypeError(
+            f"dynamic_axes must map input/output names to {{axis: name}}, not a {type(dynamic_axes).__name__}"
+        )
+    out: Axes = {}
+    for name, axes in dynamic_axes.items():
+        if not isinstance(name, str) or not isinstance(axes, Mapping):
+            raise TypeError(f"dynamic_axes[{name!r}] must be a mapping of axis (int) to dimension name (str)")
+        checked: dict[int, str] = {}
+        for axis, dim in axes.items():
+            if isinstance(axis, bool) or not isinstance(axis, int) or axis < 0:
+                raise ValueError(f"dynamic_axes[{name!r}]: axis {axis!r} is not a non-negative int")
+            if not isinstance(dim, str) or not dim.isidentifier():
+                raise ValueError(f"dynamic_axes[{name!r}][{axis}]: the dimension name {dim!r} is not an identifier")
+            checked[axis] = dim
+        out[name] = checked
+    return out

@@ -15,6 +15,7 @@ from ..errors import ExportWarning, SaveError
 from ..nodes.exports import EXPORT_MEMBERS, ExportsSchema
 from . import ExportErrors, check_arguments, first_line
 from .compare import Comparison, OutputError, compare, flatten_outputs, to_numpy
+from .dynamic_axes import Axes, resolve, second_inputs
 
 
 def _inputs(example_inputs: Any) -> tuple[torch.Tensor, ...]:
@@ -31,7 +32,7 @@ def _names(prefix: str, n: int) -> list[str]:
 class _Exporting:
     """One save's exports of `model` on `args`, the model in eval mode meanwhile."""
 
-    def __init__(self, model: torch.nn.Module, args: tuple[torch.Tensor, ...]) -> None:
+    def __init__(self, model: torch.nn.Module, args: tuple[torch.Tensor, ...], axes: Axes | None = None) -> None:
         self.model, self.args = model, args
         try:
             with torch.no_grad():
@@ -44,16 +45,47 @@ class _Exporting:
             raise SaveError(f"cannot export the model: {e}") from None
         self.input_names = _names("input", len(args))
         self.output_names = _names("output", len(self.want))
+        self.axes = resolve(axes, args, self.input_names, self.output_names, [w.ndim for w in self.want])
 
     def onnx(self) -> tuple[bytes, dict[str, Any]]:
         from .onnx_export import export_onnx, run_onnx
 
-        made = export_onnx(self.model, self.args, self.input_names, self.output_names)
+        made = export_onnx(self.model, self.args, self.input_names, self.output_names, self.axes)
         check = compare(self.want, run_onnx(made.data, self.input_names, self.args))
+        check = self._at_a_second_size(made.data, check, run_onnx)
         return made.data, self._entry(
             "onnx", made.data, made.exporter, made.opset, made.inputs, made.outputs, made.dynamic_axes, check,
             made.warnings,
         )  # fmt: skip
+
+    def _at_a_second_size(self, data: bytes, first: Comparison, run: Any) -> Comparison:
+        """The ONNX export checked again with every free axis of the inputs at another size (its
+        dynamic axes must really be free); the larger differences of the two checks are recorded."""
+        second = second_inputs(self.axes, self.input_names, self.args)
+        if second is None or first.problem is not None:
+            return first
+        args, sizes = second
+        said = ", ".join(f"{dim} {n}" for dim, n in sizes.items())
+        try:
+            with torch.no_grad():
+                want = [to_numpy(t) for t in flatten_outputs(self.model(*args))]
+        except Exception as e:  # whatever the model's forward raises
+            raise SaveError(
+                f"the model fails on example_inputs resized along its dynamic axes ({said}): {first_line(e)}; "
+                "choose dynamic_axes the model accepts at other sizes"
+            ) from e
+        try:
+            got = run(data, self.input_names, args)
+        except Exception as e:  # onnxruntime's own errors: the export does not take that size
+            raise SaveError(
+                f"the 'onnx' export does not run with its dynamic axes at another size ({said}): {first_line(e)}"
+            ) from e
+        again = compare(want, got)
+        if again.problem is not None:
+            raise SaveError(f"the 'onnx' export disagrees with the model at another size ({said}): {again.problem}")
+        return Comparison(
+            max(first.max_abs_diff, again.max_abs_diff), max(first.max_rel_diff, again.max_rel_diff), None
+        )
 
     def torchscript(self) -> tuple[bytes, dict[str, Any]]:
         from .torchscript_export import export_torchscript, run_torchscript
@@ -86,7 +118,11 @@ class _Exporting:
 
 
 def build_exports(
-    model: Any, export: Sequence[str] | str, example_inputs: Any, export_errors: ExportErrors
+    model: Any,
+    export: Sequence[str] | str,
+    example_inputs: Any,
+    export_errors: ExportErrors,
+    dynamic_axes: Axes | None = None,
 ) -> tuple[dict[str, Any] | None, list[MemberPlan]]:
     """The `exports` node (None when no export was kept) and its members. Each export that fails or
     disagrees beyond the tolerance raises SaveError naming it, or with export_errors="warn" is left
@@ -100,7 +136,7 @@ def build_exports(
     modes = {m: m.training for m in model.modules()}
     model.eval()
     try:
-        job = _Exporting(model, args)
+        job = _Exporting(model, args, dynamic_axes)
         node: dict[str, Any] = {"$type": ExportsSchema.name}
         members: list[MemberPlan] = []
         for name in names:

@@ -1,8 +1,9 @@
 """The model as one self-contained ONNX file (weights inside, no side `.data` file), and what it holds.
 
-Exporter: `torch.onnx.export(dynamo=True)` (torch.export, then onnxscript), with the first axis of
-every input and output dynamic ("batch"); where that fails, the TorchScript-based exporter
-(`dynamo=False`) with the same dynamic axes, and a warning recorded saying why.
+Exporter: `torch.onnx.export(dynamo=True)` (torch.export, then onnxscript), with the free axes the
+save asks for (deploy.dynamic_axes; by default the first axis of every input and output, "batch");
+where that fails, the TorchScript-based exporter (`dynamo=False`) with the same dynamic axes, and a
+warning recorded saying why.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import torch
 
 from . import first_line
+from .dynamic_axes import Axes, dims_for_dynamo
 from .extras import require
 from .onnx_check import external_references, parse_model
 from .torchscript_export import tracer_notes
@@ -49,9 +51,10 @@ def _quiet() -> Iterator[None]:
         yield
 
 
-def _dynamo(model: torch.nn.Module, args: tuple[Any, ...], inputs: list[str], outputs: list[str], path: str) -> None:
-    batch = torch.export.Dim("batch")
-    shapes = tuple({0: batch} if a.ndim >= 1 else None for a in args)
+def _dynamo(
+    model: torch.nn.Module, args: tuple[Any, ...], inputs: list[str], outputs: list[str], path: str, axes: Axes
+) -> None:
+    shapes = dims_for_dynamo(axes, inputs, args)
     with _quiet():
         program = torch.onnx.export(
             model,
@@ -69,20 +72,18 @@ def _dynamo(model: torch.nn.Module, args: tuple[Any, ...], inputs: list[str], ou
 
 
 def _torchscript_based(
-    model: torch.nn.Module, args: tuple[Any, ...], inputs: list[str], outputs: list[str], path: str
+    model: torch.nn.Module, args: tuple[Any, ...], inputs: list[str], outputs: list[str], path: str, axes: Axes
 ) -> list[str]:
-    axes = {name: {0: "batch"} for name, a in zip(inputs, args, strict=True) if a.ndim >= 1}
-    axes.update({name: {0: "batch"} for name in outputs})
     with _quiet(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        torch.onnx.export(model, args, path, dynamo=False, input_names=inputs, output_names=outputs, dynamic_axes=axes)
+        torch.onnx.export(model, args, path, dynamo=False, input_names=inputs, output_names=outputs, dynamic_axes=axes)  # type: ignore[arg-type]
     return tracer_notes(caught)
 
 
 def export_onnx(
-    model: torch.nn.Module, args: tuple[torch.Tensor, ...], inputs: list[str], outputs: list[str]
+    model: torch.nn.Module, args: tuple[torch.Tensor, ...], inputs: list[str], outputs: list[str], axes: Axes
 ) -> OnnxExport:
-    """Export `model` (already in eval mode) on `args`; raises what the exporters raise."""
+    """Export `model` (already in eval mode) on `args`, `axes` left free; raises what the exporters raise."""
     require("onnx", "exporting to ONNX")
     require("onnxscript", "exporting to ONNX")
     notes: list[str] = []
@@ -90,14 +91,14 @@ def export_onnx(
         path = os.path.join(tmp, "model.onnx")
         exporter = "torch.onnx.export(dynamo=True)"
         try:
-            _dynamo(model, args, inputs, outputs, path)
+            _dynamo(model, args, inputs, outputs, path, axes)
         except Exception as e:  # noqa: BLE001 - any failure of the new exporter: the old one may still work
             why = first_line(e)
             exporter = "torch.onnx.export(dynamo=False)"
             for name in os.listdir(tmp):
                 os.unlink(os.path.join(tmp, name))
             try:
-                traced = _torchscript_based(model, args, inputs, outputs, path)
+                traced = _torchscript_based(model, args, inputs, outputs, path, axes)
             except Exception as e2:
                 raise ValueError(f"{first_line(e2)} (and the dynamo exporter: {why})") from e2
             notes.append(f"the dynamo exporter failed ({why}); exported with the TorchScript-based one")
