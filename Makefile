@@ -22,21 +22,26 @@ DEMO_OUT ?= outputs/run.zarc
 
 .PHONY: demo test test-slow test-floors lint bench venv lock clean
 
-# pip is upgraded first, to the version requirements-ci.txt was resolved with.
-$(VENV)/.installed-base: pyproject.toml requirements-ci.txt
+# .venv itself, its pip upgraded first to the version requirements-ci.txt was resolved with.
+$(VENV)/.created:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "zarchive needs Python 3.11 or newer; run make PYTHON=python3.12 (or another 3.11+)")'
-	@echo "== [1/3] creating $(VENV) with $$($(PYTHON) --version)"
+	@echo "== creating $(VENV) with $$($(PYTHON) --version), then upgrading its pip"
 	$(PYTHON) -m venv $(VENV)
-	@echo "== [2/3] upgrading pip"
 	$(PIP) install -q $(PIN) --upgrade pip
-	@echo "== [3/3] installing zarchive and its dependencies: numpy, pandas, torch (CPU), muutils, zstandard, safetensors, isal"
+	touch $@
+
+# make demo: zarchive and its own dependencies.
+$(VENV)/.installed-base: $(VENV)/.created pyproject.toml requirements-ci.txt
+	@echo "== installing zarchive and its dependencies: numpy, pandas, torch (CPU), muutils, zstandard, safetensors, isal"
 	$(PIP) install $(PIN) -e . || { $(NO_TORCH); }
 	touch $@
 
-$(VENV)/.installed: $(VENV)/.installed-base
-	@echo "== installing the test extras into $(VENV) (pytest, hypothesis, lightning, hydra, moto, ...)"
-	$(PIP) install -q $(PIN) -e ".[test]" || { $(NO_TORCH); }
-	touch $@
+# make test: the same with the test extras, in one pip run (one resolution, one build of zarchive), so
+# it also stands for .installed-base.
+$(VENV)/.installed: $(VENV)/.created pyproject.toml requirements-ci.txt
+	@echo "== installing zarchive, its dependencies and the test extras (pytest, hypothesis, lightning, hydra, moto, ...)"
+	$(PIP) install $(PIN) -e ".[test]" || { $(NO_TORCH); }
+	touch $(VENV)/.installed-base $@
 
 $(VENV)/.installed-bench: $(VENV)/.installed
 	$(PIP) install -q $(PIN) -e ".[test,bench]"
@@ -86,7 +91,7 @@ test-floors: $(FLOORS_VENV)/.installed
 	$(FPY) -m pytest -q -p no:cacheprovider tests
 
 # Re-resolve requirements-ci.txt for what it does not pin yet; UPGRADE="name ..." moves those packages too.
-lock: $(VENV)/.installed-base
+lock: $(VENV)/.created
 	$(PY) .ci/lock.py $(UPGRADE)
 
 bench: $(VENV)/.installed-bench
