@@ -1,36 +1,48 @@
 # The two commands a new user needs:  make demo   and   make test
 # make demo creates .venv (if missing) with only what zarchive itself needs (numpy, pandas, muutils,
-# zstandard, safetensors, isal and the pinned CPU build of torch), installs zarchive, and runs the demo.
+# zstandard, safetensors, isal and the CPU build of torch), installs zarchive, and runs the demo.
 # make test adds the test extras to the same .venv and runs the suite (without the tests marked slow).
-# CI (.ci/run) also runs  make lint  (ruff, mypy),  make docs  (the documentation site, strict) and  make test-floors  (the whole suite, slow tests
+# Every install into .venv takes its exact versions from requirements-ci.txt (written by make lock), so
+# pip resolves in one pass and never considers PyPI's CUDA build of torch.
+# CI (.ci/run) also runs  make lint  (ruff, mypy),  make docs  (the documentation site, strict) and
+# make test-floors  (the whole suite, slow tests
 # included, on the lowest dependency versions pyproject.toml allows, in .venv-floors).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
-PIN := -c requirements-ci.txt
+# torch 2.13.0+cpu: on this project's machines pip finds it on local disk; elsewhere add PyTorch's CPU
+# index: make test TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?=
+PIN := -c requirements-ci.txt $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
+NO_TORCH = echo "== if pip found no torch==2.13.0+cpu above, run make again with TORCH_INDEX=https://download.pytorch.org/whl/cpu"; exit 1
 FLOORS_VENV ?= .venv-floors
 FPY := $(FLOORS_VENV)/bin/python
 LINTED := zarchive tests benchmarks
 DEMO_OUT ?= outputs/run.zarc
 
-.PHONY: demo test test-slow test-floors lint docs bench venv clean
+.PHONY: demo test test-slow test-floors lint docs bench venv lock clean
 
-# pip is upgraded first: an old pip prefers PyPI's CUDA torch 2.13.0 (GBs) to the local 2.13.0+cpu.
-$(VENV)/.installed-base: pyproject.toml requirements-ci.txt
+# .venv itself, its pip upgraded first to the version requirements-ci.txt was resolved with.
+$(VENV)/.created:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "zarchive needs Python 3.11 or newer; run make PYTHON=python3.12 (or another 3.11+)")'
-	@echo "== [1/3] creating $(VENV) with $$($(PYTHON) --version)"
+	@echo "== creating $(VENV) with $$($(PYTHON) --version), then upgrading its pip"
 	$(PYTHON) -m venv $(VENV)
-	@echo "== [2/3] upgrading pip"
-	$(PIP) install -q --upgrade pip
-	@echo "== [3/3] installing zarchive and its dependencies: numpy, pandas, torch (CPU), muutils, zstandard, safetensors, isal"
-	$(PIP) install $(PIN) -e .
+	$(PIP) install -q $(PIN) --upgrade pip
 	touch $@
 
-$(VENV)/.installed: $(VENV)/.installed-base
-	@echo "== installing the test extras into $(VENV) (pytest, hypothesis, lightning, hydra, moto, ...)"
-	$(PIP) install -q $(PIN) -e ".[test]"
+# make demo: zarchive and its own dependencies.
+$(VENV)/.installed-base: $(VENV)/.created pyproject.toml requirements-ci.txt
+	@echo "== installing zarchive and its dependencies: numpy, pandas, torch (CPU), muutils, zstandard, safetensors, isal"
+	$(PIP) install $(PIN) -e . || { $(NO_TORCH); }
 	touch $@
+
+# make test: the same with the test extras, in one pip run (one resolution, one build of zarchive), so
+# it also stands for .installed-base.
+$(VENV)/.installed: $(VENV)/.created pyproject.toml requirements-ci.txt
+	@echo "== installing zarchive, its dependencies and the test extras (pytest, hypothesis, lightning, hydra, moto, ...)"
+	$(PIP) install $(PIN) -e ".[test]" || { $(NO_TORCH); }
+	touch $(VENV)/.installed-base $@
 
 $(VENV)/.installed-bench: $(VENV)/.installed
 	$(PIP) install -q $(PIN) -e ".[test,bench]"
@@ -42,12 +54,13 @@ $(VENV)/.installed-lint: $(VENV)/.installed
 	$(PIP) install -q $(PIN) -e ".[test,lint]"
 	touch $@
 
-# pip is upgraded first: an old pip prefers PyPI's CUDA torch 2.13.0 to the local 2.13.0+cpu.
+# The floors, with requirements-ci.txt's versions for everything requirements-floors.txt does not pin
+# (check_floors.py --constraints writes the two together).
 $(FLOORS_VENV)/.installed: pyproject.toml requirements-ci.txt requirements-floors.txt
-	$(PYTHON) .ci/check_floors.py
 	$(PYTHON) -m venv $(FLOORS_VENV)
-	$(FPY) -m pip install -q --upgrade pip
-	$(FPY) -m pip install -q $(PIN) -c requirements-floors.txt -e ".[test]"
+	$(PYTHON) .ci/check_floors.py --constraints $(FLOORS_VENV)/constraints.txt
+	$(FPY) -m pip install -q $(PIN) --upgrade pip
+	$(FPY) -m pip install -q -c $(FLOORS_VENV)/constraints.txt $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -e ".[test]" || { $(NO_TORCH); }
 	$(FPY) .ci/check_floors.py --installed
 	touch $@
 
@@ -86,6 +99,10 @@ docs: $(VENV)/.installed-docs
 test-floors: $(FLOORS_VENV)/.installed
 	$(FPY) .ci/check_floors.py --installed
 	$(FPY) -m pytest -q -p no:cacheprovider tests
+
+# Re-resolve requirements-ci.txt for what it does not pin yet; UPGRADE="name ..." moves those packages too.
+lock: $(VENV)/.created
+	$(PY) .ci/lock.py $(UPGRADE)
 
 bench: $(VENV)/.installed-bench
 	$(PY) benchmarks/run.py
