@@ -34,6 +34,7 @@ MAX_PICKLE_BYTES = 256 << 20
 # What the manifest (foreign.archive.manifest_root) takes a value counted along every path: a node
 # for each (measured: 165 bytes for a tuple of two shared values, 60-120 for others).
 MANIFEST_NODE_BYTES = 192
+_READ_CHUNK = 16 << 20
 _ST_TORCH = {code: name for name, code in SAFETENSORS_CODES.items()}
 _LEGACY_TORCH_MAGIC = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19"
 _PKL = re.compile(r"^([^/]+)/data\.pkl$")
@@ -260,8 +261,9 @@ def _torch_layout(zip_: ZanjZip, pkl: str, budget: ReadBudget) -> ForeignLayout:
 
 def pickle_buffer_size(declared: int) -> int:
     """What holding a data.pkl of `declared` bytes takes while it is parsed: the bytearray it is read
-    into, grown by appending (CPython over-allocates an eighth), and one chunk of the inflater's."""
-    return declared + declared // 8 + (1 << 16)
+    into, grown by appending (CPython over-allocates an eighth), and while it is read, a chunk of up
+    to 16 MiB (ZanjZip.read's) and the inflater's output of it."""
+    return declared + declared // 8 + 2 * min(declared, _READ_CHUNK)
 
 
 def _read_pickle_member(zip_: ZanjZip, pkl: str, budget: ReadBudget) -> tuple[Any, TorchRules]:

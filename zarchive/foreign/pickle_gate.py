@@ -106,6 +106,7 @@ class BuildGate:
         self.member = member
         self._depth: dict[int, int] = {}  # id -> depth of every container built (pinned by _kept: ids stay unique)
         self._kept: list[Any] = []
+        self.made((), 1)  # (the empty tuple is one object, for ever: pushed as is)
 
     # --- memory ---
     def charge(self, cost: int) -> None:
@@ -127,6 +128,12 @@ class BuildGate:
         )
 
     # --- depth ---
+    def forget(self) -> None:
+        """Drop the depth table (the values are built): its memory is the walk's that checks them."""
+        self._depth.clear()
+        self._kept.clear()
+        self.made((), 1)
+
     def depth(self, value: Any) -> int:
         """How deeply a value nests (0 for one that holds nothing)."""
         return self._depth.get(id(value), 0)
@@ -141,6 +148,21 @@ class BuildGate:
         if top >= MAX_DEPTH:
             raise too_deep(member=self.member, what="the pickled values are")
         return top + 1
+
+    def tuple_of(self, items: list[Any]) -> tuple[Any, ...]:
+        """A new tuple of `items`, recorded (refused past MAX_DEPTH before it exists to be hashed)."""
+        depth = self.holding(items)
+        made = tuple(items)
+        self._depth[id(made)] = depth
+        self._kept.append(made)
+        return made
+
+    def list_of(self, items: list[Any]) -> list[Any]:
+        """`items`, a list the reader owns, recorded as a new list value."""
+        depth = self.holding(items)
+        self._depth[id(items)] = depth
+        self._kept.append(items)
+        return items
 
     def made(self, container: Any, depth: int) -> Any:
         """Record a container just built at `depth` (from `holding`); returns it."""
@@ -169,9 +191,14 @@ class BuildGate:
         self._deeper(container, depth)
 
     def called(self, value: Any) -> Any:
-        """Charge and record what a call built (a container: its depth from what it holds); returns it."""
-        self.charge(built_size(value))
+        """Charge and record what a call built (a container: its depth from what it holds); returns it.
+        One that holds nothing yet (a tensor, an empty OrderedDict) is not recorded: it counts as
+        holding nothing until items are added to it (then `grow` records it), one level less than the
+        exact walk of value_graph counts for an empty container."""
+        self.spent += built_size(value)
+        if self.spent > self.limit:
+            raise self.refusal()
         kids = children(value)
-        if kids is None:
-            return value
-        return self.made(value, self.holding(kids) if kids else 1)
+        if kids:
+            self.made(value, self.holding(kids))
+        return value

@@ -110,9 +110,15 @@ class _Reader:
         begin, end = self.pos, self.pos + n
         if n < 0 or end > len(self.data):
             self.take(n)  # (raises: past the end)
-        self.gate.charge(str_size(self.data, begin, end))
+        gate = self.gate
+        gate.spent += str_size(self.data, begin, end)
+        if gate.spent > gate.limit:
+            raise gate.refusal()
         self.pos = end
-        return self.text(self.view[begin:end])
+        try:
+            return str(self.view[begin:end], "utf-8")
+        except UnicodeDecodeError:
+            raise FormatError("a pickled string is not valid UTF-8", member=self.member) from None
 
     def binary(self, n: int, cls: type) -> Any:
         """The next n bytes as a bytes or bytearray object of their own, charged before copying."""
@@ -190,16 +196,16 @@ class _Reader:
 
     # --- the loop ---
     def run(self) -> Any:
-        ops, costs, gate = _OPS, _COSTS, self.gate
+        ops, costs, gate = _OP_TABLE, _COST_TABLE, self.gate
         data = self.data
-        limit = gate.limit
-        while self.pos < len(data):
+        end, limit = len(data), gate.limit
+        while self.pos < end:
             code = data[self.pos]
             self.pos += 1
-            gate.spent += costs.get(code, _OP_COST)
+            gate.spent += costs[code]
             if gate.spent > limit:
                 raise gate.refusal()
-            op = ops.get(code)
+            op = ops[code]
             if op is None:
                 name = _REFUSED.get(code)
                 if name is not None:
@@ -301,16 +307,15 @@ def _binbytes(n_fmt: str, cls: type = bytes) -> Callable[[_Reader], None]:
     return lambda r: r.push(r.binary(r.u(n_fmt), cls))
 
 
-def _tuple(r: _Reader, items: list[Any]) -> None:
-    depth = r.gate.holding(items)  # (refused before a tuple deeper than MAX_DEPTH exists to be hashed)
-    r.push(r.gate.made(tuple(items), depth))
-
-
 def _tuple_n(n: int) -> Callable[[_Reader], None]:
     def op(r: _Reader) -> None:
-        items = [r.pop() for _ in range(n)]
-        items.reverse()
-        _tuple(r, items)
+        stack = r.stack
+        if len(stack) - n < (r.marks[-1] if r.marks else 0):
+            for _ in range(n):
+                r.pop()  # (one of these raises: fewer than n values above the last mark)
+        items = stack[-n:]
+        del stack[-n:]
+        stack.append(r.gate.tuple_of(items))  # (refused before a tuple deeper than MAX_DEPTH exists to be hashed)
 
     return op
 
@@ -382,8 +387,7 @@ def _dict_op(r: _Reader) -> None:
 
 
 def _list_op(r: _Reader) -> None:
-    items = r.pop_mark()
-    r.push(r.gate.made(items, r.gate.holding(items)))
+    r.push(r.gate.list_of(r.pop_mark()))
 
 
 _OPS: dict[int, Callable[[_Reader], None]] = {
@@ -410,8 +414,8 @@ _OPS: dict[int, Callable[[_Reader], None]] = {
     ord("B"): _binbytes("<I"),  # BINBYTES
     0x8E: _binbytes("<Q"),  # BINBYTES8
     0x96: _binbytes("<Q", bytearray),  # BYTEARRAY8
-    ord(")"): lambda r: r.push(r.gate.made((), 1)),  # EMPTY_TUPLE
-    ord("t"): lambda r: _tuple(r, r.pop_mark()),  # TUPLE
+    ord(")"): lambda r: r.stack.append(()),  # EMPTY_TUPLE (recorded by the gate once)
+    ord("t"): lambda r: r.push(r.gate.tuple_of(r.pop_mark())),  # TUPLE
     0x85: _tuple_n(1),
     0x86: _tuple_n(2),
     0x87: _tuple_n(3),
@@ -451,6 +455,10 @@ _COSTS = {
     ord("b"): 320,
 }  # fmt: skip
 
+# the same, indexed by opcode byte (the loop's lookups)
+_OP_TABLE: list[Callable[[_Reader], None] | None] = [_OPS.get(code) for code in range(256)]
+_COST_TABLE = [_COSTS.get(code, _OP_COST) for code in range(256)]
+
 # opcodes that construct objects by class or from registries: never run
 _REFUSED = {
     ord("i"): "INST",
@@ -488,6 +496,7 @@ def read_pickle(
     reader = _Reader(buf, rules, member, max_bytes)
     try:
         value = reader.run()
+        reader.gate.forget()
         visits = walk_bounded(
             value, member=member, max_visits=visit_cap(len(buf)) if max_visits is None else max_visits
         )

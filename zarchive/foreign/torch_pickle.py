@@ -94,11 +94,12 @@ def _ints(value: Any, what: str, member: str | None) -> tuple[int, ...]:
     bound: no real dimension comes near it, and every size computed from them stays sane)."""
     if not isinstance(value, (tuple, list, SizeRef)):
         raise FormatError(f"{what} must be a tuple of ints", member=member)
-    items = value.items if isinstance(value, SizeRef) else tuple(value)
-    if len(items) > MAX_DIMS or not all(type(i) is int for i in items):
+    items = value.items if isinstance(value, SizeRef) else value
+    if len(items) > MAX_DIMS or not all(type(i) is int and 0 <= i <= MAX_DIMENSION for i in items):
+        if len(items) <= MAX_DIMS and all(type(i) is int for i in items):
+            shape_nbytes(items, 1, what=what, member=member)  # (raises, naming the dimension)
         raise FormatError(f"{what} must be at most {MAX_DIMS} ints >= 0", member=member)
-    shape_nbytes(items, 1, what=what, member=member)  # (refuses a dimension past MAX_DIMENSION)
-    return items
+    return tuple(items)
 
 
 def _count(value: Any, what: str, member: str | None) -> int:

@@ -51,34 +51,49 @@ def children(obj: Any) -> Any:
     return None if kids is None else kids()
 
 
+class _Leaving:
+    __slots__ = ()
+
+
+_LEAVING = _Leaving()  # on the stack above a container and below its children: they are done
+_HEIGHT_BITS = (MAX_DEPTH + 1).bit_length()  # a finished container's height, in its table entry's low bits
+_HEIGHT = (1 << _HEIGHT_BITS) - 1
+
+
 def walk_bounded(value: Any, *, member: str | None, max_visits: int = DEFAULT_MAX_VISITS) -> int:
     """Check the built object graph without recursion: no cycles, at most MAX_DEPTH levels, at most
     `max_visits` values counting every path to a shared object (so later recursive walks, which
-    visit shared objects once per path, stay bounded). Returns that count."""
-    counts: dict[int, int] = {}  # a finished container's count along every path below it, itself included
-    heights: dict[int, int] = {}  # its levels of containers, itself included
+    visit shared objects once per path, stay bounded). Returns that count. What it holds meanwhile:
+    one table entry a container and one stack slot a reference."""
+    done: dict[int, int] = {}  # a finished container: its count along every path below it, and its height
     on_path: set[int] = set()
-    stack: list[tuple[Any, bool]] = [(value, False)]
+    stack: list[Any] = [value]
     while stack:
-        obj, leaving = stack.pop()
-        key = id(obj)
-        if leaving:
-            on_path.discard(key)
+        obj = stack.pop()
+        if obj is _LEAVING:
+            obj = stack.pop()
+            on_path.discard(id(obj))
             total, height = 1, 0
             for kid in children(obj):
-                total += counts.get(id(kid), 1)
-                height = max(height, heights.get(id(kid), 0))
+                found = done.get(id(kid))
+                if found is None:
+                    total += 1
+                else:
+                    total += found >> _HEIGHT_BITS
+                    height = max(height, found & _HEIGHT)
             if total > max_visits:
                 raise UnsafeArchiveError(
                     f"the pickled object graph has more than {max_visits:,} values counted along every path "
                     "(shared references multiplied; the cap grows with the size of the pickle)",
                     member=member,
                 )
-            counts[key], heights[key] = total, height + 1
+            done[id(obj)] = total << _HEIGHT_BITS | (height + 1)
             continue
+        key = id(obj)
         depth = len(on_path)
-        if key in counts:  # a shared container, finished: only its depth from here is new
-            if depth + heights[key] > MAX_DEPTH:
+        found = done.get(key)
+        if found is not None:  # a shared container, finished: only its depth from here is new
+            if depth + (found & _HEIGHT) > MAX_DEPTH:
                 raise too_deep(member=member, what="the pickled values are")
             continue
         kids = children(obj)
@@ -89,6 +104,8 @@ def walk_bounded(value: Any, *, member: str | None, max_visits: int = DEFAULT_MA
         if key in on_path:
             raise FormatError("the pickled values contain themselves (a reference cycle)", member=member)
         on_path.add(key)
-        stack.append((obj, True))
-        stack.extend((k, False) for k in kids)
-    return counts.get(id(value), 1)
+        stack.append(obj)
+        stack.append(_LEAVING)
+        stack.extend(kids)
+    found = done.get(id(value))
+    return 1 if found is None else found >> _HEIGHT_BITS
