@@ -40,8 +40,19 @@ def visit_cap(pickle_bytes: int) -> int:
     return max(VISITS_FLOOR, VISITS_PER_BYTE * pickle_bytes)
 
 
+_LEAVES = frozenset({str, int, float, bool, type(None), bytes, bytearray, complex})
+_SEQUENCES = frozenset({list, tuple, set, frozenset})
+
+
 def children(obj: Any) -> Any:
     """The values a container holds, attributes set on it included (None for a leaf)."""
+    kind = type(obj)
+    if kind in _LEAVES:
+        return None
+    if kind in _SEQUENCES:
+        return obj
+    if kind is dict:
+        return [*obj.keys(), *obj.values()]
     if isinstance(obj, dict):
         attrs = getattr(obj, "__dict__", None)  # (an OrderedDict's attributes: BUILD's state)
         return [*obj.keys(), *obj.values(), *(attrs.values() if attrs else ())]
