@@ -22,58 +22,17 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 from ..errors import FormatError, RefusedPickleError, UnsafeArchiveError
 from .pickle_gate import BuildGate, bytes_size, copy_bound, str_size
+from .pickle_rules import Global, Rules
 from .value_graph import visit_cap, walk_bounded
 
 MAX_LONG_BYTES = 4096  # an int of more than 32,768 bits is not a weight file's
 
 
-@dataclass(frozen=True)
-class Global:
-    """A name a GLOBAL opcode pushed: nothing is imported; only the rules give it a meaning."""
-
-    module: str
-    name: str
-
-    @property
-    def dotted(self) -> str:
-        return f"{self.module}.{self.name}"
-
-
-class Rules(Protocol):
-    """What the file's globals mean (the caller's allow-list)."""
-
-    def global_value(self, g: Global) -> Any:
-        """The value a GLOBAL stands for (a marker, or a plain value such as a dtype placeholder);
-        RefusedPickleError for a name that is not allowed."""
-        ...
-
-    def reduce(self, func: Any, args: tuple[Any, ...]) -> Any:
-        """What calling `func` (a value global_value gave) with `args` builds; RefusedPickleError if
-        not allowed."""
-        ...
-
-    def build(self, obj: Any, state: Any) -> Any:
-        """BUILD: set `state` on `obj`; RefusedPickleError if not allowed."""
-        ...
-
-    def persistent(self, pid: Any) -> Any:
-        """What a persistent id (torch's storages) stands for."""
-        ...
-
-
 _STRUCTS = {fmt: struct.Struct(fmt) for fmt in ("<B", "<H", "<i", "<I", "<Q")}
-
-
-class _Mark:
-    __slots__ = ()
-
-
-_MARK = _Mark()
 
 
 def refuse(message: str, member: str | None) -> RefusedPickleError:
@@ -160,10 +119,7 @@ class _Reader:
     def pop(self) -> Any:
         if not self.stack or (self.marks and len(self.stack) <= self.marks[-1]):
             raise FormatError("the pickle pops from an empty stack", member=self.member)
-        v = self.stack.pop()
-        if v is _MARK:
-            raise FormatError("the pickle pops a mark as a value", member=self.member)
-        return v
+        return self.stack.pop()  # (a MARK is a position in `marks`, never a value on the stack)
 
     def top(self) -> Any:
         if not self.stack or (self.marks and len(self.stack) <= self.marks[-1]):

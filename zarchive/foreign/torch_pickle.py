@@ -22,7 +22,7 @@ from ..container.budget import MAX_DIMENSION, shape_nbytes
 from ..container.shapes import MAX_DIMS
 from ..errors import FormatError, RefusedPickleError
 from ..nodes.arrays import TORCH_ITEMSIZE
-from .restricted_pickle import Global
+from .pickle_rules import Global
 
 # legacy typed storage classes -> the torch dtype of their elements
 STORAGE_DTYPES = {
