@@ -105,7 +105,8 @@ def shape_nbytes(
     n = itemsize
     for d in dims:
         if isinstance(d, bool) or not isinstance(d, int) or not 0 <= d <= MAX_DIMENSION:
-            raise FormatError(f"{what} has an impossible dimension {str(d)[:40]}", member=member, path=path)
+            shown = f"of {d.bit_length()} bits" if isinstance(d, int) and d.bit_length() > 64 else str(d)[:40]
+            raise FormatError(f"{what} has an impossible dimension {shown}", member=member, path=path)
         n *= d
     return n
 

@@ -31,6 +31,10 @@ from .restricted_pickle import read_pickle
 from .torch_pickle import StorageRef, TensorRef, TorchRules
 
 MAX_PICKLE_BYTES = 256 << 20
+# What the manifest (foreign.archive.manifest_root) takes a value counted along every path: a node
+# for each (measured: 165 bytes for a tuple of two shared values, 60-120 for others).
+MANIFEST_NODE_BYTES = 192
+_READ_CHUNK = 16 << 20
 _ST_TORCH = {code: name for name, code in SAFETENSORS_CODES.items()}
 _LEGACY_TORCH_MAGIC = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19"
 _PKL = re.compile(r"^([^/]+)/data\.pkl$")
@@ -231,10 +235,7 @@ def _torch_layout(zip_: ZanjZip, pkl: str, budget: ReadBudget) -> ForeignLayout:
                 raise UnsafeArchiveError(
                     f"a torch.save file of byte order {text[:20]!r}: only 'little' is read", member=order
                 )
-        data = zip_.read(pkl, limit=MAX_PICKLE_BYTES)
-        rules = TorchRules(pkl)
-        root, cost = read_pickle(data, rules, member=pkl, max_bytes=budget.left)
-        budget.charge(cost, "unpickling its values", member=pkl)
+        root, rules = _read_pickle_member(zip_, pkl, budget)
         regions: dict[str, Region] = {}
         for key, storage in rules.storages.items():
             name = f"{prefix}/data/{key}"
@@ -260,6 +261,34 @@ def _torch_layout(zip_: ZanjZip, pkl: str, budget: ReadBudget) -> ForeignLayout:
         zip_.close()
         raise
     return ForeignLayout("torch", root, regions, meta=meta, zip=zip_)
+
+
+def pickle_buffer_size(declared: int) -> int:
+    """What holding a data.pkl of `declared` bytes takes while it is parsed: the bytearray it is read
+    into, grown by appending (CPython over-allocates an eighth), and while it is read, a chunk of up
+    to 16 MiB (ZanjZip.read's) and the inflater's output of it."""
+    return declared + declared // 8 + 2 * min(declared, _READ_CHUNK)
+
+
+def _read_pickle_member(zip_: ZanjZip, pkl: str, budget: ReadBudget) -> tuple[Any, TorchRules]:
+    """The values of a torch.save file's data.pkl. Its bytes (inflated, if the zip deflated them) are
+    checked against the read budget by the size the zip declares, before any is read (the read stops
+    there); they are parsed in place, beside the values, which are charged as they are built; then the
+    values stay charged, and every node a walk of them along every path makes (the manifest)."""
+    declared = int(zip_.members[pkl].file_size)
+    if declared > MAX_PICKLE_BYTES:
+        raise UnsafeArchiveError(
+            f"declares {declared:,} uncompressed bytes, over the limit of {MAX_PICKLE_BYTES:,} for a data.pkl",
+            member=pkl,
+        )
+    held = pickle_buffer_size(declared)
+    budget.fits(held, "reading the pickle (its size as the zip declares it)", member=pkl)
+    data = zip_.read(pkl, limit=MAX_PICKLE_BYTES)  # (never past the declared size)
+    rules = TorchRules(pkl)
+    found = read_pickle(data, rules, member=pkl, max_bytes=max(0, budget.left - held))
+    del data
+    budget.charge(found.nbytes + MANIFEST_NODE_BYTES * found.visits, "unpickling its values", member=pkl)
+    return found.value, rules
 
 
 def storage_member(layout: ForeignLayout, t: TensorRef) -> str:

@@ -11,66 +11,28 @@ buffers) is refused with RefusedPickleError before anything runs.
 Work and memory are bounded: every opcode consumes at least one byte of input, so the work is linear
 in the pickle's size; lengths declared by an opcode are checked against the bytes left before
 anything is allocated; the memo is a dict (a PUT to index 2**32-1 costs one entry); big ints are
-capped; an estimate of the memory the values take is kept as they are built and refused past the
-caller's limit (the read budget); the finished graph is checked by foreign.value_graph (depth,
-cycles, and visits counted along every path, so shared references cannot multiply unbounded).
+capped. foreign.pickle_gate charges every value at its size in memory before it is built (refused
+past the caller's limit, the read budget) and refuses nesting past MAX_DEPTH while values are built,
+before anything hashes them; the pickle's own bytes are read in place, never copied whole. The
+finished graph is checked by foreign.value_graph (exact depth, cycles, and values counted along every
+path, capped in proportion to the pickle's size, so shared references cannot multiply unbounded).
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple
 
 from ..errors import FormatError, RefusedPickleError, UnsafeArchiveError
-from .value_graph import DEFAULT_MAX_VISITS, walk_bounded
+from .pickle_gate import BuildGate, bytes_size, copy_bound, str_size
+from .pickle_rules import Global, Rules
+from .value_graph import visit_cap, walk_bounded
 
 MAX_LONG_BYTES = 4096  # an int of more than 32,768 bits is not a weight file's
 
 
-@dataclass(frozen=True)
-class Global:
-    """A name a GLOBAL opcode pushed: nothing is imported; only the rules give it a meaning."""
-
-    module: str
-    name: str
-
-    @property
-    def dotted(self) -> str:
-        return f"{self.module}.{self.name}"
-
-
-class Rules(Protocol):
-    """What the file's globals mean (the caller's allow-list)."""
-
-    def global_value(self, g: Global) -> Any:
-        """The value a GLOBAL stands for (a marker, or a plain value such as a dtype placeholder);
-        RefusedPickleError for a name that is not allowed."""
-        ...
-
-    def reduce(self, func: Any, args: tuple[Any, ...]) -> Any:
-        """What calling `func` (a value global_value gave) with `args` builds; RefusedPickleError if
-        not allowed."""
-        ...
-
-    def build(self, obj: Any, state: Any) -> Any:
-        """BUILD: set `state` on `obj`; RefusedPickleError if not allowed."""
-        ...
-
-    def persistent(self, pid: Any) -> Any:
-        """What a persistent id (torch's storages) stands for."""
-        ...
-
-
 _STRUCTS = {fmt: struct.Struct(fmt) for fmt in ("<B", "<H", "<i", "<I", "<Q")}
-
-
-class _Mark:
-    __slots__ = ()
-
-
-_MARK = _Mark()
 
 
 def refuse(message: str, member: str | None) -> RefusedPickleError:
@@ -78,10 +40,10 @@ def refuse(message: str, member: str | None) -> RefusedPickleError:
 
 
 class _Reader:
-    def __init__(self, data: bytes, rules: Rules, member: str | None, max_bytes: int | None = None) -> None:
+    def __init__(self, data: bytes | bytearray, rules: Rules, member: str | None, max_bytes: int | None = None) -> None:
         self.data = data
-        self.spent = 0  # an upper estimate of the memory the values built so far take
-        self.max_bytes = max_bytes
+        self.view = memoryview(data)
+        self.gate = BuildGate(max_bytes, member)  # what the values built so far take, and how deep they nest
         self.pos = 0
         self.rules = rules
         self.member = member
@@ -90,17 +52,39 @@ class _Reader:
         self.memo: dict[int, Any] = {}
 
     # --- input ---
-    def take(self, n: int) -> bytes:
+    def take(self, n: int) -> memoryview:
+        """The next n bytes, in place (not copied)."""
         if n < 0 or self.pos + n > len(self.data):
             raise FormatError(
                 f"the pickle declares {n:,} bytes at offset {self.pos}, past its end ({len(self.data):,} bytes): "
                 "truncated or damaged",
                 member=self.member,
             )
-        out = self.data[self.pos : self.pos + n]
+        out = self.view[self.pos : self.pos + n]
         self.pos += n
-        self.spent += n
         return out
+
+    def string(self, n: int) -> str:
+        """The next n bytes decoded as UTF-8, charged at the str's size before decoding."""
+        begin, end = self.pos, self.pos + n
+        if n < 0 or end > len(self.data):
+            self.take(n)  # (raises: past the end)
+        gate = self.gate
+        gate.spent += str_size(self.data, begin, end)
+        if gate.spent > gate.limit:
+            raise gate.refusal()
+        self.pos = end
+        try:
+            return str(self.view[begin:end], "utf-8")
+        except UnicodeDecodeError:
+            raise FormatError("a pickled string is not valid UTF-8", member=self.member) from None
+
+    def binary(self, n: int, cls: type) -> Any:
+        """The next n bytes as a bytes or bytearray object of their own, charged before copying."""
+        if n < 0 or self.pos + n > len(self.data):
+            self.take(n)  # (raises: past the end)
+        self.gate.charge(bytes_size(n, mutable=cls is bytearray))
+        return cls(self.take(n))
 
     def u(self, fmt: str) -> int:
         s = _STRUCTS[fmt]
@@ -121,13 +105,13 @@ class _Reader:
         end = self.data.find(b"\n", self.pos)
         if end < 0 or end - self.pos > 1024:
             raise FormatError("a text opcode's argument has no end of line", member=self.member)
-        out = self.data[self.pos : end]
+        out = bytes(self.view[self.pos : end])
         self.pos = end + 1
         return out
 
-    def text(self, raw: bytes) -> str:
+    def text(self, raw: bytes | bytearray | memoryview) -> str:
         try:
-            return raw.decode("utf-8")
+            return str(raw, "utf-8")
         except UnicodeDecodeError:
             raise FormatError("a pickled string is not valid UTF-8", member=self.member) from None
 
@@ -135,10 +119,7 @@ class _Reader:
     def pop(self) -> Any:
         if not self.stack or (self.marks and len(self.stack) <= self.marks[-1]):
             raise FormatError("the pickle pops from an empty stack", member=self.member)
-        v = self.stack.pop()
-        if v is _MARK:
-            raise FormatError("the pickle pops a mark as a value", member=self.member)
-        return v
+        return self.stack.pop()  # (a MARK is a position in `marks`, never a value on the stack)
 
     def top(self) -> Any:
         if not self.stack or (self.marks and len(self.stack) <= self.marks[-1]):
@@ -161,29 +142,26 @@ class _Reader:
             raise FormatError(f"the pickle reads memo entry {i}, which it never stored", member=self.member)
         return self.memo[i]
 
-    def long(self, raw: bytes) -> int:
+    def long(self, raw: memoryview) -> int:
         if len(raw) > MAX_LONG_BYTES:
             raise UnsafeArchiveError(
                 f"a pickled int of {len(raw):,} bytes (at most {MAX_LONG_BYTES:,})", member=self.member
             )
+        self.gate.charge(len(raw))
         return int.from_bytes(raw, "little", signed=True)
 
     # --- the loop ---
     def run(self) -> Any:
-        ops, costs = _OPS, _COSTS
+        ops, costs, gate = _OP_TABLE, _COST_TABLE, self.gate
         data = self.data
-        limit = self.max_bytes if self.max_bytes is not None else 1 << 62
-        while self.pos < len(data):
+        end, limit = len(data), gate.limit
+        while self.pos < end:
             code = data[self.pos]
             self.pos += 1
-            self.spent += costs.get(code, _OP_COST)
-            if self.spent > limit:
-                raise UnsafeArchiveError(
-                    f"the pickle's values would take more than the {limit:,} bytes the read may still allocate "
-                    "(max_read_bytes; raise it with ZArchive(max_read_bytes=...) if you trust the file)",
-                    member=self.member,
-                )
-            op = ops.get(code)
+            gate.spent += costs[code]
+            if gate.spent > limit:
+                raise gate.refusal()
+            op = ops[code]
             if op is None:
                 name = _REFUSED.get(code)
                 if name is not None:
@@ -208,6 +186,7 @@ def _setitems(r: _Reader, d: Any, items: list[Any]) -> None:
         raise FormatError("SETITEM(S) on a value that is not a dict", member=r.member)
     if len(items) % 2:
         raise FormatError("SETITEMS with an odd number of values", member=r.member)
+    r.gate.grow(d, items)  # (before any key is hashed)
     for i in range(0, len(items), 2):
         key = items[i]
         try:
@@ -219,6 +198,7 @@ def _setitems(r: _Reader, d: Any, items: list[Any]) -> None:
 def _appends(r: _Reader, lst: Any, items: list[Any]) -> None:
     if not isinstance(lst, list):
         raise FormatError("APPEND(S) on a value that is not a list", member=r.member)
+    r.gate.grow(lst, items)
     lst.extend(items)
 
 
@@ -227,6 +207,7 @@ def _additems(r: _Reader) -> None:
     s = r.top()
     if not isinstance(s, set):
         raise FormatError("ADDITEMS on a value that is not a set", member=r.member)
+    r.gate.grow(s, items)  # (before any item is hashed)
     try:
         s.update(items)
     except TypeError:
@@ -234,8 +215,10 @@ def _additems(r: _Reader) -> None:
 
 
 def _frozenset(r: _Reader) -> None:
+    items = r.pop_mark()
+    depth = r.gate.holding(items)  # (before any item is hashed)
     try:
-        r.push(frozenset(r.pop_mark()))
+        r.push(r.gate.made(frozenset(items), depth))
     except TypeError:
         raise FormatError("a frozenset item is not hashable", member=r.member) from None
 
@@ -256,13 +239,16 @@ def _reduce(r: _Reader) -> None:
     func = r.pop()
     if not isinstance(args, tuple):
         raise FormatError("REDUCE needs a tuple of arguments", member=r.member)
-    r.push(r.rules.reduce(func, args))
+    r.gate.fits(copy_bound(args))  # what the call may copy from its arguments, before it runs
+    r.push(r.gate.called(r.rules.reduce(func, args)))
 
 
 def _build(r: _Reader) -> None:
     state = r.pop()
     obj = r.pop()
-    r.push(r.rules.build(obj, state))
+    value = r.rules.build(obj, state)
+    r.gate.deepen(value, r.gate.depth(state))  # (it now holds what `state` holds: a state dict's _metadata)
+    r.push(value)
 
 
 def _float(r: _Reader) -> None:
@@ -270,17 +256,22 @@ def _float(r: _Reader) -> None:
 
 
 def _binunicode(n_fmt: str) -> Callable[[_Reader], None]:
-    return lambda r: r.push(r.text(r.take(r.u(n_fmt))))
+    return lambda r: r.push(r.string(r.u(n_fmt)))
 
 
 def _binbytes(n_fmt: str, cls: type = bytes) -> Callable[[_Reader], None]:
-    return lambda r: r.push(cls(r.take(r.u(n_fmt))))
+    return lambda r: r.push(r.binary(r.u(n_fmt), cls))
 
 
 def _tuple_n(n: int) -> Callable[[_Reader], None]:
     def op(r: _Reader) -> None:
-        items = [r.pop() for _ in range(n)]
-        r.push(tuple(reversed(items)))
+        stack = r.stack
+        if len(stack) - n < (r.marks[-1] if r.marks else 0):
+            for _ in range(n):
+                r.pop()  # (one of these raises: fewer than n values above the last mark)
+        items = stack[-n:]
+        del stack[-n:]
+        stack.append(r.gate.tuple_of(items))  # (refused before a tuple deeper than MAX_DEPTH exists to be hashed)
 
     return op
 
@@ -345,9 +336,14 @@ def _appends_op(r: _Reader) -> None:
 
 
 def _dict_op(r: _Reader) -> None:
-    d: dict[Any, Any] = {}
-    _setitems(r, d, r.pop_mark())
+    items = r.pop_mark()
+    d: dict[Any, Any] = r.gate.made({}, 1)
+    _setitems(r, d, items)
     r.push(d)
+
+
+def _list_op(r: _Reader) -> None:
+    r.push(r.gate.list_of(r.pop_mark()))
 
 
 _OPS: dict[int, Callable[[_Reader], None]] = {
@@ -374,16 +370,16 @@ _OPS: dict[int, Callable[[_Reader], None]] = {
     ord("B"): _binbytes("<I"),  # BINBYTES
     0x8E: _binbytes("<Q"),  # BINBYTES8
     0x96: _binbytes("<Q", bytearray),  # BYTEARRAY8
-    ord(")"): lambda r: r.push(()),  # EMPTY_TUPLE
-    ord("t"): lambda r: r.push(tuple(r.pop_mark())),  # TUPLE
+    ord(")"): lambda r: r.stack.append(()),  # EMPTY_TUPLE (recorded by the gate once)
+    ord("t"): lambda r: r.push(r.gate.tuple_of(r.pop_mark())),  # TUPLE
     0x85: _tuple_n(1),
     0x86: _tuple_n(2),
     0x87: _tuple_n(3),
-    ord("]"): lambda r: r.push([]),  # EMPTY_LIST
-    ord("l"): lambda r: r.push(r.pop_mark()),  # LIST
-    ord("}"): lambda r: r.push({}),  # EMPTY_DICT
+    ord("]"): lambda r: r.push(r.gate.made([], 1)),  # EMPTY_LIST
+    ord("l"): _list_op,  # LIST
+    ord("}"): lambda r: r.push(r.gate.made({}, 1)),  # EMPTY_DICT
     ord("d"): _dict_op,  # DICT
-    0x8F: lambda r: r.push(set()),  # EMPTY_SET
+    0x8F: lambda r: r.push(r.gate.made(set(), 1)),  # EMPTY_SET
     0x90: _additems,  # ADDITEMS
     0x91: _frozenset,  # FROZENSET
     ord("a"): _append,
@@ -404,9 +400,20 @@ _OPS: dict[int, Callable[[_Reader], None]] = {
 
 # An upper estimate of the memory each opcode's value takes, as CPython 3.11 builds them (measured with
 # tracemalloc on 100,000 repeats: an empty set 296 bytes an opcode byte, dict 144, list 136, tuple 79,
-# small int 39); strings and bytes add their length (counted as read).
+# small int 39); strings, bytes and big ints add their size (pickle_gate, charged before building).
+# A container opcode adds what the depth gate keeps for it (an entry of its table, ~100 bytes).
 _OP_COST = 96
-_COSTS = {0x8F: 320, 0x91: 320, 0x90: 320, ord("}"): 192, ord("d"): 192, ord("]"): 160, ord("l"): 160}
+_TRACKED = 112
+_COSTS = {
+    0x8F: 320 + _TRACKED, 0x91: 320 + _TRACKED, 0x90: 320, ord("}"): 192 + _TRACKED, ord("d"): 192 + _TRACKED,
+    ord("]"): 160 + _TRACKED, ord("l"): 160 + _TRACKED, ord(")"): _OP_COST + _TRACKED, ord("t"): _OP_COST + _TRACKED,
+    0x85: _OP_COST + _TRACKED, 0x86: _OP_COST + _TRACKED, 0x87: _OP_COST + _TRACKED, ord("R"): _OP_COST + _TRACKED,
+    ord("b"): 320,
+}  # fmt: skip
+
+# the same, indexed by opcode byte (the loop's lookups)
+_OP_TABLE: list[Callable[[_Reader], None] | None] = [_OPS.get(code) for code in range(256)]
+_COST_TABLE = [_COSTS.get(code, _OP_COST) for code in range(256)]
 
 # opcodes that construct objects by class or from registries: never run
 _REFUSED = {
@@ -423,20 +430,36 @@ _REFUSED = {
 }
 
 
+class Unpickled(NamedTuple):
+    value: Any  # what the pickle describes
+    nbytes: int  # an upper estimate of the memory its values take
+    visits: int  # its values counted along every path (what a walk that follows every reference visits)
+
+
 def read_pickle(
     data: bytes | bytearray | memoryview,
     rules: Rules,
     *,
     member: str | None = None,
-    max_visits: int = DEFAULT_MAX_VISITS,
+    max_visits: int | None = None,
     max_bytes: int | None = None,
-) -> tuple[Any, int]:
+) -> Unpickled:
     """The value a pickle describes, built only through `rules` (never running code from the data),
-    and an upper estimate of the memory it takes; refused once that passes `max_bytes`."""
-    reader = _Reader(bytes(data), rules, member, max_bytes)
+    with an upper estimate of the memory it takes (refused once that passes `max_bytes`) and its count
+    of values along every path (refused past `max_visits`, by default value_graph.visit_cap of the
+    pickle's size). `data` is read in place (a memoryview is copied once)."""
+    buf = bytes(data) if isinstance(data, memoryview) else data
+    reader = _Reader(buf, rules, member, max_bytes)
     try:
         value = reader.run()
+        reader.gate.forget()
+        visits = walk_bounded(
+            value, member=member, max_visits=visit_cap(len(buf)) if max_visits is None else max_visits
+        )
     except RecursionError:  # (nothing here recurses; kept so no bare error escapes)
         raise FormatError("the pickle nests too deeply", member=member) from None
-    walk_bounded(value, member=member, max_visits=max_visits)
-    return value, reader.spent
+    except MemoryError:  # (the process's own limit is lower than the read budget)
+        raise UnsafeArchiveError(
+            "the process ran out of memory while building the pickle's values (lower max_read_bytes)", member=member
+        ) from None
+    return Unpickled(value, reader.gate.spent, visits)

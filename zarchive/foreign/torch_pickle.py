@@ -18,10 +18,11 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..container.shapes import MAX_DIM, MAX_DIMS
+from ..container.budget import MAX_DIMENSION, shape_nbytes
+from ..container.shapes import MAX_DIMS
 from ..errors import FormatError, RefusedPickleError
 from ..nodes.arrays import TORCH_ITEMSIZE
-from .restricted_pickle import Global
+from .pickle_rules import Global
 
 # legacy typed storage classes -> the torch dtype of their elements
 STORAGE_DTYPES = {
@@ -89,12 +90,24 @@ class TensorRef:
 
 
 def _ints(value: Any, what: str, member: str | None) -> tuple[int, ...]:
+    """A size or stride: at most MAX_DIMS ints, each in [0, MAX_DIMENSION] (the shared shape gate's
+    bound: no real dimension comes near it, and every size computed from them stays sane)."""
     if not isinstance(value, (tuple, list, SizeRef)):
-        raise FormatError(f"a tensor's {what} must be a tuple of ints", member=member)
-    items = value.items if isinstance(value, SizeRef) else tuple(value)
-    if len(items) > MAX_DIMS or not all(type(i) is int and 0 <= i <= MAX_DIM for i in items):
-        raise FormatError(f"a tensor's {what} must be at most {MAX_DIMS} ints >= 0", member=member)
-    return items
+        raise FormatError(f"{what} must be a tuple of ints", member=member)
+    items = value.items if isinstance(value, SizeRef) else value
+    if len(items) > MAX_DIMS or not all(type(i) is int and 0 <= i <= MAX_DIMENSION for i in items):
+        if len(items) <= MAX_DIMS and all(type(i) is int for i in items):
+            shape_nbytes(items, 1, what=what, member=member)  # (raises, naming the dimension)
+        raise FormatError(f"{what} must be at most {MAX_DIMS} ints >= 0", member=member)
+    return tuple(items)
+
+
+def _count(value: Any, what: str, member: str | None) -> int:
+    """A storage offset or element count: an int in [0, MAX_DIMENSION]."""
+    if type(value) is not int or not 0 <= value <= MAX_DIMENSION:
+        shown = f"an int of {value.bit_length()} bits" if type(value) is int else type(value).__name__
+        raise FormatError(f"{what} must be an int in [0, 2**48], not {shown}", member=member)
+    return value
 
 
 class TorchRules:
@@ -134,7 +147,7 @@ class TorchRules:
         name = func.dotted
         try:
             return getattr(self, _CALLABLES[name])(args)
-        except (TypeError, ValueError) as e:
+        except (TypeError, ValueError, OverflowError) as e:
             if isinstance(e, FormatError):
                 raise
             raise FormatError(f"bad arguments to {name}: {str(e)[:200]}", member=self.member) from None
@@ -179,7 +192,7 @@ class TorchRules:
 
     def _size(self, args: tuple[Any, ...]) -> SizeRef:
         (items,) = args if args else ((),)
-        return SizeRef(_ints(items, "size", self.member))
+        return SizeRef(_ints(items, "a torch.Size", self.member))
 
     def _device(self, args: tuple[Any, ...]) -> DeviceRef:
         if not 1 <= len(args) <= 2 or not isinstance(args[0], str) or len(args[0]) > 64:
@@ -202,9 +215,10 @@ class TorchRules:
     ) -> TensorRef:
         if not isinstance(storage, StorageRef):
             raise FormatError("a tensor's storage is not a storage the file names", member=self.member)
-        if type(offset) is not int or offset < 0 or type(requires_grad) is not bool:
-            raise FormatError("a tensor's storage offset or requires_grad is malformed", member=self.member)
-        shape, strides = _ints(size, "size", self.member), _ints(stride, "stride", self.member)
+        if type(requires_grad) is not bool:
+            raise FormatError("a tensor's requires_grad is malformed", member=self.member)
+        offset = _count(offset, "a tensor's storage offset", self.member)
+        shape, strides = _ints(size, "a tensor's size", self.member), _ints(stride, "a tensor's stride", self.member)
         if len(shape) != len(strides):
             raise FormatError("a tensor's size and stride differ in length", member=self.member)
         dtype = dtype or storage.dtype
@@ -279,8 +293,9 @@ class TorchRules:
             raise FormatError("a storage's type is not a storage type", member=self.member)
         if not isinstance(key, str) or not key or len(key) > MAX_KEY_TEXT or "/" in key or key in (".", ".."):
             raise FormatError("a storage's key must be a short name", member=self.member)
-        if not isinstance(location, str) or len(location) > 64 or type(numel) is not int or numel < 0:
-            raise FormatError("a storage's location or size is malformed", member=self.member)
+        if not isinstance(location, str) or len(location) > 64:
+            raise FormatError("a storage's location is malformed", member=self.member)
+        numel = _count(numel, "a storage's element count", self.member)
         found = self.storages.get(key)
         if found is None:
             found = self.storages[key] = StorageRef(key, stype.dtype, location, numel)
