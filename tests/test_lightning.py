@@ -144,10 +144,17 @@ def test_checkpoint_io_unit_behaviour(tmp_path):
     with pytest.raises(FileNotFoundError):
         io.load_checkpoint(tmp_path / "missing.ckpt")
 
-    ck = {"state_dict": {"w": torch.ones(2)}, "epoch": 1, "hyper_parameters": {"bad": object()}}
-    with pytest.raises(zarchive.SaveError, match="hyper_parameters/bad"):
-        io.save_checkpoint(ck, tmp_path / "bad.ckpt")
+    ck = {"state_dict": {"w": torch.ones(2)}, "epoch": 1, "hyper_parameters": {"bad": object(), "lr": 0.1}}
+    with pytest.raises(zarchive.SaveError, match="hyper_parameters/bad"):  # error_mode="except": refused
+        ZArchiveCheckpointIO(error_mode="except").save_checkpoint(ck, tmp_path / "bad.ckpt")
     assert not (tmp_path / "bad.ckpt").exists()
+    with pytest.warns(UserWarning, match="leave out what zarchive cannot save: 'bad'"):  # the default: left out
+        io.save_checkpoint(ck, tmp_path / "bad.ckpt")
+    assert io.load_checkpoint(tmp_path / "bad.ckpt")["hyper_parameters"] == {"lr": 0.1}
+    ck["state_dict"]["bad"] = object()  # anything else that cannot be saved is still refused
+    with pytest.raises(zarchive.SaveError, match="state_dict/bad"):
+        io.save_checkpoint(ck, tmp_path / "worse.ckpt")
+    del ck["state_dict"]["bad"]
 
     del ck["hyper_parameters"]
     target = tmp_path / "sub" / "ok.ckpt"

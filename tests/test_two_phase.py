@@ -287,7 +287,7 @@ def test_node_and_byte_limits_are_checked_in_the_plan(tmp_path: Path) -> None:
         zarchive.read(path, max_nodes=50)
     with pytest.raises(
         zarchive.UnsafeArchiveError,
-        match=r"allocates 80[0-9],[0-9]{3} bytes \(8[0-9]{2},[0-9]{3} with the JSON parsed to open it\), over max_read_bytes=100,000",
+        match=r"allocates 80[0-9],[0-9]{3} bytes .*over max_read_bytes=100,000",
     ):
         zarchive.read(path, max_read_bytes=100_000)
     with zarchive.open(path, max_read_bytes=100_000, mmap=True) as arc:  # mapped: float weights cost nothing

@@ -306,7 +306,7 @@ class ZArchive:
         if is_sharded(path):
             return open_sharded(path, self, policy)
         raise FormatError(
-            f"{path!r} is a folder, not an archive, and holds no sharded checkpoint zarchive reads: no Hugging "
+            f"{path!r} is a directory, not an archive, and holds no sharded checkpoint zarchive reads: no Hugging "
             "Face index (*.safetensors.index.json, as save_pretrained(..., max_shard_size=...) writes) and no "
             f"{INDEX_NAME} (the DCP index zarchive.dcp.ZArchiveWriter writes last: a save killed before then "
             "leaves none)"
