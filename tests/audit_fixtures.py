@@ -97,7 +97,7 @@ def install() -> None:
 
 def uninstall() -> None:
     from zarchive.compat.zanj.loading import LOADER_MAP
-    from zarchive.zanj.format_loaders import unregister_format_loader
+    from zarchive.formats.zanj.format_loaders import unregister_format_loader
 
     LOADER_MAP.pop("Money", None)
     unregister_format_loader("Money")

@@ -127,7 +127,7 @@ def _program_file(file: Any) -> bool:
 
 def _class_tags(cls: type) -> tuple[str, ...]:
     """The tags a file may name `cls` by: its own, and the names it is registered under."""
-    from zarchive.typeref import class_tag, registered_classes
+    from zarchive.engine.typeref import class_tag, registered_classes
 
     return (class_tag(cls), *(name for name, c in registered_classes().items() if c is cls))
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 import zarchive
-from zarchive.store_files import VersionExists
+from zarchive.store.files import VersionExists
 from zarchive.weights_hash import state_dict_hash
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -29,7 +29,7 @@ from rewrite import rewrite
 
 import zarchive
 from zarchive.cli import main as cli_main
-from zarchive.typeref import class_tag, code_tag
+from zarchive.engine.typeref import class_tag, code_tag
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
@@ -106,7 +106,7 @@ def test_a_handler_from_an_installed_packages_entry_point_is_listed_and_refused(
     files: dict[str, Path], tmp_path: Path
 ) -> None:
     """The same handler, found through the `zarchive.handlers` entry point of an installed package."""
-    from zarchive.registry import ENTRY_POINT_GROUP, reload_entry_points
+    from zarchive.engine.registry import ENTRY_POINT_GROUP, reload_entry_points
 
     zarchive.unregister_handler(PointHandler.name)
     dist = tmp_path / "site" / "pointplugin-1.0.dist-info"

@@ -36,10 +36,11 @@ from hostile.formats import safetensors_bytes
 from hostile.make_corpus import CASES, CORPUS_DIR, base, with_root
 
 import zarchive
-from zarchive import cli, registry, typeref
+from zarchive import cli
 from zarchive.cli.common import RefWalker
 from zarchive.container.safetensors_layout import parse_header
 from zarchive.container.shapes import check_shape
+from zarchive.engine import registry, typeref
 from zarchive.handlers import meta_build, torch_model
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(zarchive.__file__))

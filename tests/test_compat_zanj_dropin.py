@@ -35,14 +35,14 @@ from zarchive.compat.zanj.torchutil import (
     set_config_class,
 )
 from zarchive.errors import ConfigMismatchError, FieldMismatchError, FormatError, SaveError, UnknownTypeError
-from zarchive.zanj.format_loaders import unregister_format_loader
+from zarchive.formats.zanj.format_loaders import unregister_format_loader
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE / "zanj_style_script.py"
 REPO = HERE.parent
 
 pytestmark = pytest.mark.filterwarnings(
-    "ignore:__array__ implementation:DeprecationWarning", "ignore::zarchive.main_classes.ClassLocationWarning"
+    "ignore:__array__ implementation:DeprecationWarning", "ignore::zarchive.engine.main_classes.ClassLocationWarning"
 )
 
 
@@ -95,14 +95,14 @@ def test_the_script_runs_with_its_imports_changed(tmp_path: Path, compat_script:
     for name in ("data.zanj", "model.zanj", "wrapped.zanj", "stored.zanj"):  # ZANJ's names, zarchive's format
         with zarchive.open(tmp_path / name) as arc:
             assert arc.manifest["format"] == "zarchive"
-    assert not zarchive.zanj.is_zanj_file(tmp_path / "model.zanj")
+    assert not zarchive.formats.zanj.is_zanj_file(tmp_path / "model.zanj")
 
 
 def test_the_changed_script_reads_what_the_real_zanj_wrote(tmp_path: Path, compat_script: Path) -> None:
     _real_zanj()
     wrote = _run(SCRIPT, str(tmp_path), "write")
     assert wrote.returncode == 0, wrote.stderr[-3000:]
-    assert zarchive.zanj.is_zanj_file(tmp_path / "model.zanj")
+    assert zarchive.formats.zanj.is_zanj_file(tmp_path / "model.zanj")
     done = _run(compat_script, str(tmp_path), "read", without_zanj=True)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().endswith("ALL OK")
@@ -195,7 +195,7 @@ def test_external_array_threshold_counts_like_zanj(tmp_path: Path) -> None:
 
 def test_error_mode_except_by_default_and_log(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = zarchive.save({"c": DriftOld()}, tmp_path / "d.zarc")
-    zarchive.register_class(DriftNew, name=zarchive.typeref.class_tag(DriftOld), overwrite=True)
+    zarchive.register_class(DriftNew, name=zarchive.engine.typeref.class_tag(DriftOld), overwrite=True)
     try:
         with pytest.raises(FieldMismatchError, match="has no field 'extra'.*takes its default 7"):
             ZANJ().read(path)
@@ -204,7 +204,7 @@ def test_error_mode_except_by_default_and_log(tmp_path: Path, caplog: pytest.Log
         assert back["c"] == DriftNew(a=1, extra=7)
         assert any("has no field 'extra'" in r.getMessage() for r in caplog.records)
     finally:
-        zarchive.unregister_class(zarchive.typeref.class_tag(DriftOld))
+        zarchive.unregister_class(zarchive.engine.typeref.class_tag(DriftOld))
 
 
 @serializable_dataclass
@@ -272,7 +272,7 @@ def test_model_save_read_serialize_load(tmp_path: Path) -> None:
 
 def test_load_state_dict_wrapper_is_honoured_with_custom_settings(tmp_path: Path) -> None:
     path = DropNet(DropCfg()).save(tmp_path / "old")
-    tag = zarchive.typeref.class_tag(DropNet)
+    tag = zarchive.engine.typeref.class_tag(DropNet)
     zarchive.register_class(KeyRenamingNet, name=tag, overwrite=True)
     try:
         back = ZANJ().read(path)

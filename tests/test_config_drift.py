@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from muutils.json_serialize import SerializableDataclass, serializable_dataclass, serializable_field
 
 import zarchive
-from zarchive.annotation_check import describe_hint, fits
+from zarchive.engine.annotation_check import describe_hint, fits
 from zarchive.errors import FieldMismatchError
 from zarchive.torchutil import ConfiguredModel, set_config_class
 

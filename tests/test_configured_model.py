@@ -22,8 +22,8 @@ import torch
 from muutils.json_serialize import SerializableDataclass, serializable_dataclass, serializable_field
 
 import zarchive
+from zarchive.engine.typeref import class_tag
 from zarchive.torchutil import ConfiguredModel, set_config_class
-from zarchive.typeref import class_tag
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -18,8 +18,8 @@ from safetensors.torch import load_file, save_file
 from zanj import ZANJ
 
 import zarchive
-from zarchive.convert import _separate_shared, conversion_kind, convert, zarc_to_safetensors
 from zarchive.errors import FormatError, RefusedPickleError, UnknownTypeError
+from zarchive.formats.convert_in import _separate_shared, conversion_kind, convert, zarc_to_safetensors
 
 # ZANJ (through muutils) converts tensors with np.array(tensor), which numpy 2 warns about
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")

@@ -1,4 +1,4 @@
-"""Ways out of a .zarc (zarchive.convert_out): a torch.save state dict, one subtree with its prefix
+"""Ways out of a .zarc (zarchive.formats.convert_out): a torch.save state dict, one subtree with its prefix
 stripped (--select), and sharded safetensors with a Hugging Face index (--max-shard-size). Files are
 checked with the real readers (torch.load(weights_only=True), safetensors, load_state_dict); the
 command line runs in real subprocesses."""
@@ -18,9 +18,9 @@ import torch
 from safetensors.torch import load_file
 
 import zarchive
-from zarchive.convert import conversion_kind, convert
-from zarchive.convert_out import parse_size, shard
 from zarchive.errors import MemberNotFoundError
+from zarchive.formats.convert_in import conversion_kind, convert
+from zarchive.formats.convert_out import parse_size, shard
 from zarchive.torchutil import ConfiguredModel, set_config_class
 
 

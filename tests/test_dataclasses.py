@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from muutils.json_serialize import SerializableDataclass, serializable_dataclass, serializable_field
 
 import zarchive
-from zarchive.typeref import class_tag
+from zarchive.engine.typeref import class_tag
 
 TESTS_DIR = Path(__file__).parent
 

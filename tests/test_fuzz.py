@@ -42,7 +42,7 @@ from hypothesis import strategies as st
 
 import zarchive
 from zarchive.cli import main as cli_main
-from zarchive.registry import default_handlers
+from zarchive.engine.registry import default_handlers
 
 EXAMPLES = int(os.environ.get("ZARCHIVE_FUZZ_EXAMPLES", "100"))
 LONG_RUN = "ZARCHIVE_FUZZ_EXAMPLES" in os.environ

@@ -22,8 +22,8 @@ import torch
 from conftest import assert_same
 
 import zarchive
+from zarchive.engine.registry import HandlerRegistry, default_handlers
 from zarchive.handlers.base import Handler
-from zarchive.registry import HandlerRegistry, default_handlers
 from zarchive.testing import check_handler
 from zarchive.torchutil import ConfiguredModel, set_config_class
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import zarchive
-from zarchive.main_classes import ClassLocationWarning
+from zarchive.engine.main_classes import ClassLocationWarning
 
 REPO = Path(__file__).resolve().parents[1]
 

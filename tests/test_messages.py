@@ -20,7 +20,7 @@ import pytest
 
 import zarchive
 from zarchive.cli import main as cli_main
-from zarchive.dtype_text import numpy_dtype_name
+from zarchive.engine.dtype_text import numpy_dtype_name
 
 ROOT = Path(__file__).resolve().parent.parent
 

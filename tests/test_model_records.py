@@ -15,9 +15,9 @@ import torch
 from muutils.json_serialize import SerializableDataclass, serializable_dataclass, serializable_field
 
 import zarchive
-from zarchive.configured import NoConfigClassError
+from zarchive.engine.protocol import FORMAT_VERSION
 from zarchive.errors import ConfigMismatchError, FormatError
-from zarchive.protocol import FORMAT_VERSION
+from zarchive.models.configured import NoConfigClassError
 from zarchive.torchutil import ConfiguredModel, set_config_class
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
@@ -202,7 +202,7 @@ def test_convert_keeps_records(zanj_model_file: tuple[Path, Any], tmp_path: Path
         assert done.returncode == 0, done.stderr[-3000:]
     assert RecNet.read(out).training_records == {"loss": [0.75, 0.5], "best": 1}
     assert zarchive.read(plain)["training_records"] == {"loss": [0.75, 0.5], "best": 1}
-    from zarchive.convert import convert
+    from zarchive.formats.convert_in import convert
 
     report = convert(out, tmp_path / "again.zarc")  # .zarc -> .zarc
     assert report.kind == "zarc->zarc"
@@ -212,7 +212,7 @@ def test_convert_keeps_records(zanj_model_file: tuple[Path, Any], tmp_path: Path
 def test_convert_of_a_zanj_named_file_that_zarchive_compat_wrote(tmp_path: Path) -> None:
     """zarchive.compat.zanj.ZANJ writes `.zanj` names holding zarchives: convert reads them as such."""
     from zarchive.compat.zanj import ZANJ
-    from zarchive.convert import convert
+    from zarchive.formats.convert_in import convert
 
     model = RecNet(RecCfg(d_in=4))
     model.training_records = {"loss": [0.5]}

@@ -107,8 +107,8 @@ def test_reads_refuse_a_fifo_without_blocking(tmp_path: Path, name: str) -> None
     reports = _child(
         f"""
         import zarchive
-        from zarchive.convert import convert
-        from zarchive.zanj import open_zanj
+        from zarchive.formats.convert_in import convert
+        from zarchive.formats.zanj import open_zanj
         path = {str(path)!r}
         report("open", lambda: zarchive.open(path))
         report("open mmap", lambda: zarchive.ZArchive(mmap=True).open(path))

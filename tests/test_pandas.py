@@ -327,7 +327,7 @@ def test_frames_in_members_are_named_by_object_path_and_mapped(tmp_path: Path) -
 
 
 def test_numeric_columns_are_written_without_copies() -> None:
-    from zarchive.context import SaveContext
+    from zarchive.engine.context import SaveContext
 
     za = zarchive.ZArchive()
     df = pd.DataFrame({"a": np.arange(1000.0), "b": np.arange(1000), "c": pd.array(range(1000), dtype="Int32")})

@@ -23,10 +23,10 @@ import torch
 import zarchive
 from zarchive.container.depth import MAX_DEPTH
 from zarchive.errors import FormatError, UnsafeArchiveError
-from zarchive.foreign.pickle_gate import str_size
-from zarchive.foreign.restricted_pickle import read_pickle
-from zarchive.foreign.torch_pickle import TorchRules
-from zarchive.foreign.value_graph import VISITS_FLOOR, walk_bounded
+from zarchive.formats.foreign.pickle_gate import str_size
+from zarchive.formats.foreign.restricted_pickle import read_pickle
+from zarchive.formats.foreign.torch_pickle import TorchRules
+from zarchive.formats.foreign.value_graph import VISITS_FLOOR, walk_bounded
 
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT = 3 << 30  # the child's address space: far below what the old reader took on these files

@@ -305,7 +305,7 @@ def test_zanj_polars_files_read_as_zanj_reads_them(tmp_path: Path) -> None:
     assert got["nested"]["n"] == 3
     with zarchive.open(path) as arc:
         check_frame(arc["big"], want["big"])
-    from zarchive.convert import convert
+    from zarchive.formats.convert_in import convert
 
     convert(path, tmp_path / "p.zarc")  # `zarchive convert`: the frames become polars nodes
     with zarchive.open(tmp_path / "p.zarc") as arc:

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import zarchive
-from zarchive.progress import PROGRESS_THRESHOLD
+from zarchive.saving.progress import PROGRESS_THRESHOLD
 
 pytest.importorskip("tqdm")
 
@@ -55,7 +55,7 @@ def test_bad_setting():
 _SCRIPT = textwrap.dedent(
     """
     import sys, torch, zarchive
-    from zarchive.progress import PROGRESS_THRESHOLD
+    from zarchive.saving.progress import PROGRESS_THRESHOLD
     out = sys.argv[1]
     zarchive.save({"w": torch.zeros(1000)}, out + "/small.zarc")
     print("SMALL-DONE", file=sys.stderr, flush=True)

@@ -173,7 +173,7 @@ def test_convert_checks_the_bytes_it_would_write_before_copying(tmp_path: Path) 
     _stride0_archive(path)
     with zarchive.open(path) as arc:  # the archive itself holds the 64 bytes once
         assert arc["view"].stride() == (0, 1)
-    from zarchive.convert import convert
+    from zarchive.formats.convert_in import convert
 
     with pytest.raises(zarchive.UnsafeArchiveError, match="max_bytes=1,000,000"):
         convert(path, tmp_path / "s.safetensors", max_bytes=1_000_000)

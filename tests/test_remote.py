@@ -16,8 +16,8 @@ import pytest
 import torch
 
 import zarchive
+from zarchive.container.remote import RemoteSource, is_file_object, is_url
 from zarchive.container.source import LocalFileSource, MappedSource
-from zarchive.remote import RemoteSource, is_file_object, is_url
 
 fsspec = pytest.importorskip("fsspec")
 

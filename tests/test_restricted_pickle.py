@@ -1,4 +1,4 @@
-"""The restricted pickle reader (zarchive.foreign.restricted_pickle with torch.save's rules): plain
+"""The restricted pickle reader (zarchive.formats.foreign.restricted_pickle with torch.save's rules): plain
 data round-trips from real pickles of every protocol; every global outside the allow-list and every
 opcode that constructs objects is refused before anything runs; work and memory stay bounded."""
 
@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zarchive.errors import FormatError, RefusedPickleError, UnsafeArchiveError
-from zarchive.foreign.restricted_pickle import read_pickle
-from zarchive.foreign.torch_pickle import TorchRules
+from zarchive.formats.foreign.restricted_pickle import read_pickle
+from zarchive.formats.foreign.torch_pickle import TorchRules
 
 PROTOCOLS = range(2, pickle.HIGHEST_PROTOCOL + 1)
 
@@ -233,7 +233,7 @@ def test_malformed_pickles_raise_format_errors(data: bytes, match: str) -> None:
 
 def test_the_count_along_every_path_is_computed_not_walked() -> None:
     """A graph of 60 shared levels counts 3 * 2**60 - 1 values along its paths: refused after touching ~60."""
-    from zarchive.foreign.value_graph import walk_bounded
+    from zarchive.formats.foreign.value_graph import walk_bounded
 
     level: list[object] = ["x"]
     for _ in range(60):
@@ -254,7 +254,7 @@ def test_the_count_along_every_path_is_computed_not_walked() -> None:
 
 
 def test_a_shared_value_is_as_deep_as_its_deepest_path() -> None:
-    from zarchive.foreign.value_graph import MAX_DEPTH, walk_bounded
+    from zarchive.formats.foreign.value_graph import MAX_DEPTH, walk_bounded
 
     chain: list[object] = []
     for _ in range(MAX_DEPTH - 10):

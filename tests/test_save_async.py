@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import zarchive
-from zarchive import async_save
-from zarchive.staging import staging_buffer
+from zarchive.saving import background as async_save
+from zarchive.saving.staging import staging_buffer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -320,7 +320,7 @@ def test_gpu_tensors_are_copied_into_pinned_memory(tmp_path: Path) -> None:
 
 def test_import_zarchive_does_not_load_the_staging_buffer() -> None:
     """`import zarchive` stays light: the staging module (and numpy with it) loads on the first save_async."""
-    code = "import sys, zarchive; print('zarchive.staging' in sys.modules)"
+    code = "import sys, zarchive; print('zarchive.saving.staging' in sys.modules)"
     out = subprocess.run(
         [sys.executable, "-c", code],
         env={**os.environ, "PYTHONPATH": str(ROOT)},

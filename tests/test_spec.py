@@ -29,8 +29,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import zarchive
-from zarchive.objpath import escape
-from zarchive.registry import default_handlers
+from zarchive.engine.objpath import escape
+from zarchive.engine.registry import default_handlers
 
 SPEC = Path(__file__).resolve().parents[1] / "spec"
 EXAMPLES = SPEC / "examples"
@@ -302,8 +302,8 @@ def test_spec_documents_every_handler() -> None:
 
 
 def test_spec_and_schemas_name_the_current_format_version() -> None:
-    """The spec's title and each schema's title name zarchive.protocol.FORMAT_VERSION."""
-    from zarchive.protocol import FORMAT_VERSION
+    """The spec's title and each schema's title name zarchive.engine.protocol.FORMAT_VERSION."""
+    from zarchive.engine.protocol import FORMAT_VERSION
 
     title = (SPEC / "README.md").read_text(encoding="utf-8").splitlines()[0]
     assert title == f"# The zarchive format, version {FORMAT_VERSION}"

@@ -21,7 +21,7 @@ import torch
 import zstandard
 
 import zarchive
-from zarchive.objpath import escape
+from zarchive.engine.objpath import escape
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "spec" / "examples"
 ZSTD_MAGIC = 0xFD2FB528

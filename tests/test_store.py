@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import zarchive
-from zarchive.semver import Version
-from zarchive.store_files import StoreFiles, VersionExists
+from zarchive.store.files import StoreFiles, VersionExists
+from zarchive.store.semver import Version
 from zarchive.weights_hash import state_dict_hash
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -18,11 +18,11 @@ import torch
 from conftest import tensor_bytes
 
 import zarchive
+from zarchive.engine.lazy import LazyArchive
 from zarchive.errors import DeviceError, FormatError, SaveError, UnsupportedDtypeError
 from zarchive.handlers import tensor_numpy
 from zarchive.handlers.tensor_numpy import NumpyTensorHandler, cast_target, numpy_dtype
 from zarchive.handlers.torch_types import DTYPES
-from zarchive.lazy import LazyArchive
 from zarchive.options import Settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -309,11 +309,11 @@ def test_handler_contract() -> None:
     h = NumpyTensorHandler()
     assert h.name == "torch.Tensor"
     assert not h.accepts(torch.Tensor) and not h.accepts(np.ndarray)
-    ctx = zarchive.context.SaveContext(zarchive.registry.HandlerRegistry(), Settings())
+    ctx = zarchive.engine.context.SaveContext(zarchive.engine.registry.HandlerRegistry(), Settings())
     with pytest.raises(SaveError, match="cannot save"):
         h.save(torch.ones(1), ctx)
     # saving with the numpy reader in the chain still saves tensors through the torch handler
-    assert zarchive.registry.HandlerRegistry().for_object(torch.ones(1)).__class__.__name__ == "TensorHandler"
+    assert zarchive.engine.registry.HandlerRegistry().for_object(torch.ones(1)).__class__.__name__ == "TensorHandler"
 
 
 @pytest.fixture

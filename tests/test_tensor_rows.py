@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from test_container import manifest_of, metadata_of
 
 import zarchive
+from zarchive.engine.objpath import join_path
+from zarchive.engine.protocol import FORMAT_VERSION
 from zarchive.handlers.torch_members import MEMBER_ENTRIES
 from zarchive.nodes.tensor_rows import MIN_ROWS
-from zarchive.objpath import join_path
-from zarchive.protocol import FORMAT_VERSION
 
 
 def many(n: int = MIN_ROWS, dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:

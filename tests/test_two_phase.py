@@ -18,9 +18,9 @@ import torch
 from rewrite import rewrite
 
 import zarchive
-from zarchive.protocol import FORMAT_MAJOR, FORMAT_MINOR
+from zarchive.engine.protocol import FORMAT_MAJOR, FORMAT_MINOR
+from zarchive.engine.typeref import class_tag
 from zarchive.torchutil import ConfiguredModel, set_config_class
-from zarchive.typeref import class_tag
 
 BUILT: list[str] = []  # classes whose __init__/__post_init__ ran, in order
 
@@ -465,8 +465,8 @@ def test_a_handler_from_an_installed_package_works_without_registering(plugin_si
 
 
 def test_every_node_type_says_which_format_version_gave_it_its_shape() -> None:
+    from zarchive.engine.protocol import FORMAT_VERSION
     from zarchive.nodes import BUILTIN_SCHEMAS
-    from zarchive.protocol import FORMAT_VERSION
 
     def parse(v: str) -> tuple[int, int]:
         major, minor = v.split(".")

@@ -29,8 +29,8 @@ from zanj import ZANJ
 import zarchive
 from zarchive.container.source import BytesSource
 from zarchive.errors import IntegrityError, UnsafeArchiveError
-from zarchive.zanj.container import ZanjZip
-from zarchive.zanj.zip_stream import member_crc, member_pieces
+from zarchive.formats.zanj.container import ZanjZip
+from zarchive.formats.zanj.zip_stream import member_crc, member_pieces
 
 MiB = 1 << 20
 
@@ -117,7 +117,7 @@ def cli_in_child(argv: list[str], *, extra_mb: int = 300, timeout: int = 120) ->
     """`zarchive ARGV` in a child process limited to what it has after importing plus `extra_mb`."""
     script = (
         "import resource, sys\n"
-        "import numpy, zarchive.foreign, zarchive.zanj\n"
+        "import numpy, zarchive.formats.foreign, zarchive.formats.zanj\n"
         "from zarchive.cli import main\n"
         "size = [int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmSize:')][0] * 1024\n"
         f"limit = size + ({extra_mb} << 20)\n"

@@ -24,8 +24,8 @@ from hostile.formats import zstd_frame
 from hostile.make_corpus import with_root
 
 import zarchive
-from zarchive.convert import convert
 from zarchive.errors import UnsafeArchiveError
+from zarchive.formats.convert_in import convert
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import zarchive
-from zarchive.convert import convert
+from zarchive.formats.convert_in import convert
 from zarchive.weights_hash import state_dict_hash
 
 sys.path.insert(0, str(Path(__file__).parent))

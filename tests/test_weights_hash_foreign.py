@@ -23,7 +23,7 @@ import torch
 from safetensors.torch import save_file
 
 import zarchive
-from zarchive.objpath import join_path
+from zarchive.engine.objpath import join_path
 from zarchive.weights_hash import combine, state_dict_hash
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -147,7 +147,7 @@ def test_dangling_symlink_is_replaced(tmp_path: Path) -> None:
 
 # --- convert to .safetensors --------------------------------------------------------------------------
 def _convert_refused(tmp_path: Path, obj: Any, match: str) -> None:
-    from zarchive.convert import convert
+    from zarchive.formats.convert_in import convert
 
     src = tmp_path / "src.zarc"
     zarchive.save(obj, src)
@@ -187,7 +187,7 @@ def test_every_file_convert_writes_opens_with_safetensors(tmp_path: Path) -> Non
     import torch
     from safetensors import safe_open
 
-    from zarchive.convert import convert
+    from zarchive.formats.convert_in import convert
 
     names = [" ", "x\x00y", "__metadata__x", "_metadata", "a/b", "é", "\u2603", "~1", "t" * 5000]
     obj: dict[str, Any] = {n: torch.arange(3, dtype=torch.float32) + i for i, n in enumerate(names)}
@@ -283,7 +283,7 @@ def _nested_lists(depth: int) -> list[Any]:
 
 
 def test_nesting_depth(tmp_path: Path) -> None:
-    from zarchive.plan import MAX_DEPTH
+    from zarchive.engine.plan import MAX_DEPTH
 
     _refused(_nested_lists(MAX_DEPTH + 1), tmp_path / "a.zarc", match=f"nested more than {MAX_DEPTH}")
     assert _round_trips(_nested_lists(MAX_DEPTH), tmp_path / "b.zarc") == _nested_lists(MAX_DEPTH)
@@ -291,7 +291,7 @@ def test_nesting_depth(tmp_path: Path) -> None:
 
 def test_dict_key_nesting_inside_the_limit_round_trips(tmp_path: Path) -> None:
     """Keys that are not strings take more JSON levels per object level than plain dicts."""
-    from zarchive.plan import MAX_DEPTH
+    from zarchive.engine.plan import MAX_DEPTH
 
     d: dict[Any, Any] = {}
     x = d

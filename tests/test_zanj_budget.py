@@ -21,7 +21,7 @@ from zanj import ZANJ
 
 import zarchive
 from zarchive.errors import FormatError, UnsafeArchiveError
-from zarchive.zanj.handlers import table_nbytes
+from zarchive.formats.zanj.handlers import table_nbytes
 
 
 def zanj_file(path: Path, root: Any, members: dict[str, str] | None = None) -> Path:
@@ -127,7 +127,7 @@ def test_a_jsonl_member_parses_within_the_estimate_it_was_charged() -> None:
     import tracemalloc
 
     from zarchive.container.budget import json_memory_estimate
-    from zarchive.zanj.nodes import parse_jsonl
+    from zarchive.formats.zanj.nodes import parse_jsonl
 
     data = memoryview(b"10\n" * 1_000_000)
     tracemalloc.start()

@@ -30,6 +30,7 @@ from zanj.torchutil import ConfiguredModel as ZanjConfiguredModel
 from zanj.torchutil import set_config_class as zanj_set_config_class
 
 import zarchive
+from zarchive.engine.typeref import class_tag
 from zarchive.errors import (
     ConfigMismatchError,
     FormatError,
@@ -40,9 +41,8 @@ from zarchive.errors import (
     UntrustedTypeError,
     ZArchiveError,
 )
+from zarchive.formats.zanj import ZanjArchive, is_zanj_file, open_zanj
 from zarchive.torchutil import ConfiguredModel, set_config_class
-from zarchive.typeref import class_tag
-from zarchive.zanj import ZanjArchive, is_zanj_file, open_zanj
 
 # ZANJ (through muutils) converts tensors with np.array(tensor), which numpy 2 warns about
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")

@@ -11,6 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from .api import ZArchive
+from .engine.generic import GenericObject
+from .engine.lazy import LazyArchive
+from .engine.protocol import FORMAT_VERSION
+from .engine.registry import register_handler, unregister_handler
+from .engine.typeref import register_class, unregister_class
+from .engine.verify_result import VerifyResult
 from .errors import (
     ArchiveNotFoundError,
     ConfigMismatchError,
@@ -30,18 +36,12 @@ from .errors import (
     VersionError,
     ZArchiveError,
 )
-from .generic import GenericObject
 from .handlers.base import Handler
-from .lazy import LazyArchive
 from .options import ErrorMode
-from .protocol import FORMAT_VERSION
-from .registry import register_handler, unregister_handler
 from .shortcuts import audit, read, save, save_async, verify
 from .shortcuts import open as open  # zarchive.open, kept out of __all__ (see below)
-from .store import ModelStore
-from .store_record import VersionInfo
-from .typeref import register_class, unregister_class
-from .verify_result import VerifyResult
+from .store.model_store import ModelStore
+from .store.record import VersionInfo
 
 # `open` is not in __all__: `from zarchive import *` must not shadow the builtin open (zarchive.open stays)
 __all__ = [

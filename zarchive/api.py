@@ -8,31 +8,31 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from .async_save import path_key, submit, wait_for
-from .browse import OpenedArchive
 from .container.archive_reader import DEFAULT_MAX_DECOMPRESSED, ArchiveReader
 from .container.archive_writer import MemberPlan, choose_codecs
 from .container.open_gate import open_regular
+from .container.remote import is_file_object, is_url, open_source
 from .container.source import ByteSource, BytesSource, open_local
-from .context import SaveContext
 from .deploy import DynamicAxes, ExportErrors, check_dynamic_axes
 from .deploy import check_arguments as check_export_arguments
+from .engine.browse import OpenedArchive
+from .engine.context import SaveContext
+from .engine.gcpause import gc_paused
+from .engine.lazy import LazyArchive
+from .engine.plan import DEFAULT_MAX_NODES, ReadPolicy, TensorsAs, Unresolved
+from .engine.protocol import FORMAT_NAME, FORMAT_VERSION
+from .engine.registry import HandlerRegistry
 from .errors import ArchiveNotFoundError, FormatError, NotAZipError
-from .gcpause import gc_paused
 from .handlers.base import Handler
 from .handlers.omegaconf_ import to_plain as config_to_plain
-from .lazy import LazyArchive
-from .metadata import build_metadata
 from .nodes.exports import EXPORTS_KEY
 from .options import CompressArg, ErrorMode, Settings, parse_compress
-from .plan import DEFAULT_MAX_NODES, ReadPolicy, TensorsAs, Unresolved
-from .progress import check_setting as check_progress
-from .progress import for_read as progress_for_read
-from .protocol import FORMAT_NAME, FORMAT_VERSION
-from .registry import HandlerRegistry
-from .remote import is_file_object, is_url, open_source
-from .saving import PlannedSave, check_target, write_planned
-from .write_check import check_readable
+from .saving.background import path_key, submit, wait_for
+from .saving.check import check_readable
+from .saving.metadata import build_metadata
+from .saving.progress import check_setting as check_progress
+from .saving.progress import for_read as progress_for_read
+from .saving.write import PlannedSave, check_target, write_planned
 
 PathLike = str | os.PathLike[str]
 StorageOptions = Mapping[str, Any] | None
@@ -73,7 +73,7 @@ class ZArchive:
         mapped (mmap=True) cost nothing), than these, checked before anything is built. max_read_bytes=None: 1 GiB + 64 x the file's size.
 
     Paths may also be fsspec URLs ("s3://bucket/run.zarc", "memory://x.zarc"; `storage_options=` go
-    to fsspec) or binary file objects; see `zarchive.remote`.
+    to fsspec) or binary file objects; see `zarchive.container.remote`.
     """
 
     def __init__(
@@ -166,7 +166,7 @@ class ZArchive:
         returns; the archive is then written on a background thread, atomically as by save. Errors
         (the ZArchiveError a save would raise, or OSError) are the future's exception. A save to a
         path whose earlier save_async is still being written waits for it first; saves are written
-        one at a time, in order, and an interpreter exit waits for them (see zarchive.async_save)."""
+        one at a time, in order, and an interpreter exit waits for them (see zarchive.saving.background)."""
         check_target(file_path, storage_options, obj)
         return submit(
             path_key(file_path),
@@ -235,7 +235,7 @@ class ZArchive:
     ) -> OpenedArchive:
         """Open an archive without loading it: only the zip directory, manifest and metadata are read.
         ZANJ files, and torch.save (zip format), .safetensors, .npy and .npz files, are recognised by
-        their bytes and opened read-only behind the same interface (zarchive.zanj, zarchive.foreign).
+        their bytes and opened read-only behind the same interface (zarchive.formats.zanj, zarchive.formats.foreign).
 
         file_path may be an fsspec URL (then only the byte ranges that are used are fetched) or a
         readable binary file object (left open). trusted, unresolved and tensors apply to every value
@@ -275,8 +275,8 @@ class ZArchive:
                     max_read_bytes=self.max_read_bytes,
                 )
         except FormatError as e:
-            from .foreign import open_if_foreign  # torch.save, .safetensors, .npy, .npz (known by their bytes)
-            from .zanj import open_if_zanj  # a ZANJ file (known by its members) gets the ZANJ reader
+            from .formats.foreign import open_if_foreign  # torch.save, .safetensors, .npy, .npz (known by their bytes)
+            from .formats.zanj import open_if_zanj  # a ZANJ file (known by its members) gets the ZANJ reader
 
             opened = open_if_zanj(source, self, policy) or open_if_foreign(source, self, policy)
             if opened is None:
@@ -293,7 +293,7 @@ class ZArchive:
     def _open_folder(self, path: str, policy: ReadPolicy) -> OpenedArchive:
         """A checkpoint stored as several files: a Hugging Face sharded folder (or its index file), or
         a DCP directory (zarchive.dcp); a folder that is neither says what was looked for."""
-        from .foreign import open_hf_folder
+        from .formats.foreign import open_hf_folder
 
         opened = open_hf_folder(path, self, policy)
         if opened is not None:

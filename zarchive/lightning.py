@@ -48,11 +48,11 @@ from typing import Any
 
 from ._compat import lightning as lightning_compat
 from .api import ZArchive
-from .async_save import path_key, wait_for
+from .container.remote import exists, remove
+from .engine.typeref import class_tag
 from .errors import SaveError
 from .options import ErrorMode
-from .remote import exists, remove
-from .typeref import class_tag
+from .saving.background import path_key, wait_for
 
 try:
     from lightning.pytorch.plugins.io import CheckpointIO as _CheckpointIO
@@ -89,7 +89,7 @@ class ZArchiveCheckpointIO(_CheckpointIO):
         return f"ZArchiveCheckpointIO({self.za!r})"
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
-        """Write `checkpoint` to `path` atomically (see zarchive.remote for URLs)."""
+        """Write `checkpoint` to `path` atomically (see zarchive.container.remote for URLs)."""
         saveable = to_saveable(checkpoint, self.za)
         self.za.save(saveable, _fspath(path), storage_options=storage_options or self.storage_options)
 
@@ -218,8 +218,8 @@ class ZArchiveCheckpoints:
 def is_zarchive(path: Any) -> bool:
     """Whether `path` (a local path; a URL or file object is opened to see) holds a zarchive, or a ZANJ
     file zarchive reads, judged by its zip directory: a torch.save checkpoint is a zip too."""
+    from .container.remote import is_url
     from .errors import ZArchiveError
-    from .remote import is_url
 
     if isinstance(path, (str, os.PathLike)) and not is_url(path):
         try:

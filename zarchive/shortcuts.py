@@ -11,10 +11,10 @@ from concurrent.futures import Future
 from typing import Any
 
 from .api import PathLike, StorageOptions, ZArchive
-from .browse import OpenedArchive
 from .deploy import DynamicAxes, ExportErrors
-from .plan import TensorsAs, Unresolved
-from .verify_result import VerifyResult
+from .engine.browse import OpenedArchive
+from .engine.plan import TensorsAs, Unresolved
+from .engine.verify_result import VerifyResult
 
 
 def audit(file_path: PathLike | bytes | Any, *, storage_options: StorageOptions = None) -> dict[str, list[str]]:

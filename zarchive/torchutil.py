@@ -12,7 +12,7 @@
 
 Reading rebuilds the model from its config (`MyModel(config)`) and loads the saved weights into it
 exactly. The names follow ZANJ's, so code written for ZANJ moves over by changing the imports.
-The contract itself lives in `zarchive.configured`; this class adds saving and reading.
+The contract itself lives in `zarchive.models.configured`; this class adds saving and reading.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Self, TypeVar
 
 from .api import ZArchive
-from .configured import ConfiguredModelBase, set_config_class
 from .deploy import DynamicAxes, ExportErrors
-from .model_read import read_model
+from .models.configured import ConfiguredModelBase, set_config_class
+from .models.read import read_model
 
 T_config = TypeVar("T_config")
 

@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol
 
+from .engine.objpath import escape, join_path, split_path
 from .errors import FormatError
-from .objpath import escape, join_path, split_path
 
 TENSOR_DOMAIN = b"zarchive.tensor.v1\x00"
 WEIGHTS_DOMAIN = b"zarchive.weights.v1\x00"

@@ -36,8 +36,8 @@ from golden_digest import sha256 as sha
 from golden_digest import tensor_bytes
 
 import zarchive
-from zarchive.objpath import escape
-from zarchive.typeref import registered_classes
+from zarchive.engine.objpath import escape
+from zarchive.engine.typeref import registered_classes
 
 D = dict[str, Any]
 

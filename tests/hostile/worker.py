@@ -149,7 +149,7 @@ def serve() -> None:
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/, for `hostile`
     import hostile.models
     import zarchive
-    from zarchive.registry import default_handlers
+    from zarchive.engine.registry import default_handlers
 
     default_handlers()  # every handler module imported before the first fork
     # a model read once, so torch's meta-device machinery (imported by torch on first use, ~100 MB of

@@ -178,7 +178,7 @@ def _positive(text: str) -> int:
 
 
 def _version() -> str:
-    from ..metadata import library_version
+    from ..saving.metadata import library_version
 
     return library_version()
 

@@ -8,8 +8,8 @@ import json
 from collections import defaultdict
 from typing import Any
 
+from ..engine.objpath import join_path, split_path
 from ..errors import MemberNotFoundError
-from ..objpath import join_path, split_path
 from .common import (
     EXIT_OK,
     CliError,

@@ -11,9 +11,9 @@ import reprlib
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..engine.generic import GenericObject
+from ..engine.objpath import join_path, split_path
 from ..errors import MemberNotFoundError
-from ..generic import GenericObject
-from ..objpath import join_path, split_path
 from .common import EXIT_OK, CliError, children, describe, open_archive, show_path
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def _is_container(arc: Any, node: Any) -> bool:
     if not isinstance(node, dict):
         return False
     if getattr(arc, "format", "") == "zanj":
-        from ..zanj.nodes import node_kind
+        from ..formats.zanj.nodes import node_kind
 
         return node_kind(node) in ("dict", "list")
     tag = node.get("$type")

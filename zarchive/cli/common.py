@@ -9,8 +9,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+from ..engine.objpath import join_path
 from ..errors import UnknownTypeError
-from ..objpath import join_path
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # the operation ran and found a problem (a damaged archive)
@@ -27,7 +27,7 @@ class CliError(Exception):
 
 def check_file(path: str, *, remote_ok: bool = True) -> None:
     """A readable local file, or (where remote_ok) an fsspec URL that zarchive.open will fetch from."""
-    from ..remote import is_url
+    from ..container.remote import is_url
 
     if is_url(path):
         if not remote_ok:
@@ -98,7 +98,7 @@ def children(arc: Any, node: Any) -> dict[str, Any] | None:
 def describe(arc: Any, node: Any) -> str:
     """One line about a node: its type, and shape/dtype/size where it has them."""
     if is_zanj(arc):
-        from ..zanj import nbytes_of
+        from ..formats.zanj import nbytes_of
 
         if not (isinstance(node, dict) and "__muutils_format__" in node):
             return _plain(node)

@@ -57,7 +57,7 @@ def cmd_verify(args: Any) -> int:
 def _refuse_foreign(path: str) -> None:
     """A CliError saying what to do when `path`, which is not a zarchive, is a file zarchive reads
     (torch.save, safetensors, numpy): extract unpacks archives' members, such files have none."""
-    from ..foreign import ForeignArchive
+    from ..formats.foreign import ForeignArchive
 
     try:
         arc = open_archive(path)
@@ -80,7 +80,7 @@ def _member_source(path: str) -> tuple[list[tuple[str, str, int]], Any, Any]:
     from ..container.archive_reader import ArchiveReader
     from ..container.archive_writer import MANIFEST_NAME
     from ..container.source import open_local
-    from ..zanj.container import ZanjZip, looks_like_zanj
+    from ..formats.zanj.container import ZanjZip, looks_like_zanj
 
     check_file(path, remote_ok=False)
     source = open_local(path)  # read, not mapped: a file truncated meanwhile cannot crash the command
@@ -200,7 +200,7 @@ def parse_compress_option(text: str | None) -> Any:
 
 
 def cmd_convert(args: Any) -> int:
-    from ..convert import conversion_kind, convert, is_hf_folder
+    from ..formats.convert_in import conversion_kind, convert, is_hf_folder
 
     if os.path.isdir(args.src) and not is_hf_folder(args.src):  # a sharded checkpoint directory (zarchive.dcp)
         from .sharded import cmd_convert_sharded

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..convert import ZARC_EXTS
+from ..formats.convert_in import ZARC_EXTS
 from .common import EXIT_OK, CliError, check_file, import_modules
 
 

@@ -46,8 +46,8 @@ def register(subs: argparse._SubParsersAction) -> None:
 def _store(root: str) -> Any:
     import os
 
-    from ..remote import is_url
-    from ..store import ModelStore
+    from ..container.remote import is_url
+    from ..store.model_store import ModelStore
 
     if not is_url(root) and not os.path.isdir(root):
         raise CliError(f"{root}: no such store (not a folder)")

@@ -50,7 +50,7 @@ class MemberPlan:
     name: str = ""
     codec: str = "none"
     # The same parts with values that live on an accelerator left there (as flat uint8 torch tensors),
-    # so that a capture (save_async, zarchive/staging.py) copies them straight into pinned host
+    # so that a capture (save_async, zarchive/saving/staging.py) copies them straight into pinned host
     # memory; None: parts() has every value on the host already.
     sources: Callable[[], Iterable[tuple[str | None, Any]]] | None = None
     widths: list[int] | None = None  # byte-group width of each part (byte_groups); None: 1 for all

@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..engine.protocol import FORMAT_MAJOR, FORMAT_MINOR, FORMAT_NAME
 from ..errors import FormatError, IntegrityError, UnsafeArchiveError, VersionError
-from ..protocol import FORMAT_MAJOR, FORMAT_MINOR, FORMAT_NAME
 from . import byte_groups, codecs
 from .archive_writer import METADATA_NAME
 from .crc import crc_hex

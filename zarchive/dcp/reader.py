@@ -32,8 +32,8 @@ from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner, ReadItem
 from torch.distributed.checkpoint.storage import StorageReader
 
 from ..api import ZArchive
+from ..engine.objpath import join_path
 from ..errors import FormatError, ZArchiveError
-from ..objpath import join_path
 from .assemble import checked, region, torch_dtype
 from .index import Chunk, ObjectEntry, TensorEntry
 from .view import ShardedCheckpoint

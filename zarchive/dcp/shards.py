@@ -14,16 +14,16 @@ import copy
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..container.budget import ReadBudget, shape_nbytes
+from ..engine.objpath import join_path
+from ..engine.plan import ReadPolicy
 from ..errors import FormatError, MemberNotFoundError, ZArchiveError
 from ..nodes.arrays import TORCH_ITEMSIZE
 from ..nodes.base import MISSING
-from ..objpath import join_path
-from ..plan import ReadPolicy
 from .index import INDEX_NAME, Chunk, Index, TensorEntry
 from .limits import StorageClaims, check_file
 
 if TYPE_CHECKING:
-    from ..lazy import LazyArchive
+    from ..engine.lazy import LazyArchive
 
 
 class ArchiveOpener(Protocol):
@@ -34,7 +34,7 @@ class ArchiveOpener(Protocol):
 
 def open_zarc(opener: ArchiveOpener, path: str, name: str, **settings: Any) -> LazyArchive:
     """The `.zarc` archive at `path` (file `name` of the checkpoint: an index or a shard is nothing else)."""
-    from ..lazy import LazyArchive
+    from ..engine.lazy import LazyArchive
 
     arc = opener.open(path, **settings)
     if not isinstance(arc, LazyArchive):

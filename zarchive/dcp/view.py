@@ -25,13 +25,13 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
-from ..audit_report import AuditReport
-from ..browse import TreeBrowser
+from ..engine.audit_report import AuditReport
+from ..engine.browse import TreeBrowser
+from ..engine.objpath import join_path, split_path
+from ..engine.plan import Plan, ReadPolicy
+from ..engine.verify_result import VerifyResult
 from ..errors import FormatError, IntegrityError, MemberNotFoundError, ZArchiveError
 from ..nodes.base import MISSING
-from ..objpath import join_path, split_path
-from ..plan import Plan, ReadPolicy
-from ..verify_result import VerifyResult
 from ..weights_hash import archive_digests, combine
 from .index import INDEX_NAME, Chunk, Index, ObjectEntry, TensorEntry, parse
 from .limits import check_file, directory_budget, read_bytes
@@ -40,7 +40,7 @@ from .shards import ArchiveOpener, Shards, open_zarc
 if TYPE_CHECKING:
     from typing import Self
 
-    from ..lazy import LazyArchive
+    from ..engine.lazy import LazyArchive
 
 DICT, LIST, VALUE, TENSOR = "dcp.dict", "dcp.list", "dcp.value", "torch.Tensor"
 
@@ -218,7 +218,7 @@ class ShardedCheckpoint(TreeBrowser):
 
     def audit(self, path: str = "") -> dict[str, list[str]]:
         """Every class and callable reading the non-tensor values under `path` would construct or
-        call, by object path (see zarchive.audit_report)."""
+        call, by object path (see zarchive.engine.audit_report)."""
         out: dict[str, list[str]] = AuditReport({})
         for where, e in self._entries_under(path):
             if isinstance(e, ObjectEntry):

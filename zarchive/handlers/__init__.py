@@ -10,7 +10,7 @@ from .base import Handler
 
 def __getattr__(name: str) -> Any:
     if name == "DEFAULT_HANDLERS":  # every built-in handler, imported: for tests and tools that list them
-        from ..registry import default_handlers
+        from ..engine.registry import default_handlers
 
         return default_handlers()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

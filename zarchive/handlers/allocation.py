@@ -21,7 +21,7 @@ import numpy as np
 from ..container.budget import ReadBudget
 
 if TYPE_CHECKING:
-    from ..context import LoadContext
+    from ..engine.context import LoadContext
 
 __all__ = ["allocating", "cast_array", "cast_tensor", "reach"]
 

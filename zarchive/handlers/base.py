@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..nodes.base import NodeSchema
 
 if TYPE_CHECKING:
-    from ..context import LoadContext, Node, SaveContext
+    from ..engine.context import LoadContext, Node, SaveContext
 
 
 class Handler(NodeSchema, ABC):

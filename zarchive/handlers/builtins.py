@@ -15,7 +15,7 @@ from collections import OrderedDict, defaultdict
 from typing import Any
 
 from ..container.jsontext import decode_jsonl, encode_jsonl, encode_jsonl_strings
-from ..context import LoadContext, Node, SaveContext
+from ..engine.context import LoadContext, Node, SaveContext
 from ..nodes.tensor_rows import tensor_nodes
 from ..nodes.values import (
     DEFAULT_FACTORIES,

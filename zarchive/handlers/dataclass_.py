@@ -25,14 +25,14 @@ import weakref
 from collections.abc import Collection
 from typing import Any
 
-from ..annotation_check import Check, check_for, describe_hint
-from ..context import LoadContext, Node, SaveContext
+from ..engine.annotation_check import Check, check_for, describe_hint
+from ..engine.context import LoadContext, Node, SaveContext
+from ..engine.generic import GenericObject
+from ..engine.main_classes import warn_on_save
+from ..engine.objpath import join_path
+from ..engine.typeref import class_tag, is_dataclass_class, is_namedtuple_class, registered_classes
 from ..errors import FieldMismatchError, SaveError
-from ..generic import GenericObject
-from ..main_classes import warn_on_save
 from ..nodes.classes import DataclassSchema, NamedTupleSchema
-from ..objpath import join_path
-from ..typeref import class_tag, is_dataclass_class, is_namedtuple_class, registered_classes
 from .base import Handler, expect
 
 

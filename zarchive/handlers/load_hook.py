@@ -13,9 +13,9 @@ from typing import Any
 
 import torch
 
-from ..configured import ConfiguredModelBase
-from ..context import LoadContext
+from ..engine.context import LoadContext
 from ..errors import ConfigMismatchError
+from ..models.configured import ConfiguredModelBase
 
 
 def overrides_wrapper(cls: type[Any]) -> bool:

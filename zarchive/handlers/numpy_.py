@@ -18,7 +18,7 @@ from ..container import npy
 from ..container.archive_writer import CompressHint
 from ..container.byte_groups import numpy_width
 from ..container.shapes import shape_problem
-from ..context import LoadContext, Node, SaveContext
+from ..engine.context import LoadContext, Node, SaveContext
 from ..errors import FormatError, SaveError
 from ..nodes.arrays import NumpyArraySchema, NumpyDtypeSchema, NumpyScalarSchema, numpy_itemsize
 from .allocation import allocating

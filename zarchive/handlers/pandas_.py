@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..context import LoadContext, Node, SaveContext
+from ..engine.context import LoadContext, Node, SaveContext
+from ..engine.objpath import join_path
 from ..errors import SaveError
 from ..nodes.tables import PandasFrameSchema, PandasIndexSchema, PandasSeriesSchema
-from ..objpath import join_path
 from .base import Handler, expect
 from .pandas_arrays import at_child, column_values, load_values, unsupported
 from .pandas_scalars import check_freq

@@ -32,7 +32,7 @@ from pandas.api.extensions import ExtensionArray
 
 from .._compat import pandas as pandas_compat
 from ..container.utf8_column import decode_utf8
-from ..context import LoadContext, Node, SaveContext
+from ..engine.context import LoadContext, Node, SaveContext
 from ..nodes.tables import PandasArraySchema
 from .base import Handler, expect
 from .pandas_arrow import arrow_buffers, arrow_column, arrow_dict_strings, arrow_dictionary, arrow_strings

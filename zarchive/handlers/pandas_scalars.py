@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..context import LoadContext, Node, SaveContext
+from ..engine.context import LoadContext, Node, SaveContext
 from ..nodes.tables import PandasScalarSchema
 from .base import Handler, expect
 from .stdlib import stdlib_tz_fields, stdlib_tz_from

@@ -29,7 +29,7 @@ import pandas as pd
 
 from ..container.jsontext import decode_jsonl
 from ..container.utf8_column import check_offsets, encode_utf8
-from ..context import LoadContext, Node, SaveContext
+from ..engine.context import LoadContext, Node, SaveContext
 from ..errors import FormatError
 
 _encode_str = json.encoder.encode_basestring  # type: ignore[attr-defined]  # C, keeps non-ASCII

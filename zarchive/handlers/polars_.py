@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..container.utf8_column import separated, sliced
-from ..context import LoadContext, Node, SaveContext
+from ..engine.context import LoadContext, Node, SaveContext
 from ..errors import UnknownTypeError
 from ..nodes.polars_nodes import (
     NUMERIC_KINDS,

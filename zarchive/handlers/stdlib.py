@@ -12,12 +12,12 @@ import uuid
 from typing import Any
 
 from .._compat import enum as enum_compat
-from ..context import LoadContext, Node, SaveContext
-from ..generic import GenericObject
-from ..main_classes import warn_on_save
+from ..engine.context import LoadContext, Node, SaveContext
+from ..engine.generic import GenericObject
+from ..engine.main_classes import warn_on_save
+from ..engine.typeref import class_tag
 from ..nodes.classes import EnumSchema
 from ..nodes.values import BytesSchema, ComplexSchema, DateTimeSchema, PathSchema, TextValueSchema
-from ..typeref import class_tag
 from .base import Handler, expect
 from .builtins import float_node, load_float
 

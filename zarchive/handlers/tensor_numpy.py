@@ -29,7 +29,7 @@ from .allocation import cast_array
 from .base import Handler
 
 if TYPE_CHECKING:
-    from ..context import LoadContext, Node, SaveContext
+    from ..engine.context import LoadContext, Node, SaveContext
 
 TENSOR_TAG = "torch.Tensor"
 

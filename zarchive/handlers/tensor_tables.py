@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..context import SaveContext
+from ..engine.context import SaveContext
 from ..nodes.tensor_rows import MIN_ROWS, ROW_FIELDS, TENSOR_TAG
 
 

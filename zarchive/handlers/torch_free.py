@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..context import LoadContext, Node, SaveContext
-from ..generic import GenericObject
+from ..engine.context import LoadContext, Node, SaveContext
+from ..engine.generic import GenericObject
 from ..nodes.arrays import TorchDeviceSchema, TorchDtypeSchema, TorchSizeSchema
 from ..nodes.classes import ConfiguredModelSchema
 from .base import Handler, expect

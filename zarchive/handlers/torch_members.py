@@ -18,9 +18,9 @@ import torch
 
 from ..container.archive_writer import HEADER_LABEL, CompressHint, Part
 from ..container.safetensors_layout import MAX_HEADER_BYTES, layout
-from ..context import SaveContext
+from ..engine.context import SaveContext
+from ..engine.objpath import join_path
 from ..errors import SaveError
-from ..objpath import join_path
 from .torch_types import ST_CODE
 
 ROOT_GROUP_MEMBER = "tensors"

@@ -30,11 +30,11 @@ from typing import Any
 import torch
 
 from .._compat import torch as torch_compat
-from ..configured import ConfiguredModelBase, declared_config_class
-from ..context import LoadContext, Node, SaveContext
+from ..engine.context import LoadContext, Node, SaveContext
+from ..engine.typeref import class_tag, is_model_class
 from ..errors import ConfigMismatchError, FormatError, UnsafeArchiveError
+from ..models.configured import ConfiguredModelBase, declared_config_class
 from ..nodes.classes import ConfiguredModelSchema
-from ..typeref import class_tag, is_model_class
 from .base import Handler, expect
 from .build_limit import AllocationLimit
 from .dataclass_ import DataclassHandler, load_dataclass, recorded_tag

@@ -15,7 +15,7 @@ from ..container.byte_groups import CODEC as BYTE_GROUPS_CODEC
 from ..container.npy import check_shape
 from ..container.safetensors_layout import TensorSlot, header_length, parse_header
 from ..container.shapes import shape_problem
-from ..context import LoadContext, Node, SaveContext
+from ..engine.context import LoadContext, Node, SaveContext
 from ..errors import DeviceError, FormatError
 from ..nodes.arrays import TensorSchema
 from .allocation import cast_tensor

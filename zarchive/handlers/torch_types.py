@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from ..context import LoadContext, Node, SaveContext
+from ..engine.context import LoadContext, Node, SaveContext
 from ..errors import FormatError
 from ..nodes.arrays import SAFETENSORS_CODES, TorchDeviceSchema, TorchDtypeSchema, TorchSizeSchema
 from .base import Handler, expect

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from ..container.shapes import check_shape
-from ..dtype_text import numpy_dtype_name
+from ..engine.dtype_text import numpy_dtype_name
 from .base import NodeSchema, PlanSink
 
 _NUMPY_DTYPE = re.compile(r"^[<>|=]?([a-zA-Z])(\d*)(\[\w+\])?$")

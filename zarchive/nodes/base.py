@@ -21,7 +21,7 @@ MISSING: Any = object()
 
 
 class PlanSink(Protocol):
-    """What a schema tells the planner (zarchive.plan.Planner) while it checks a node."""
+    """What a schema tells the planner (zarchive.engine.plan.Planner) while it checks a node."""
 
     @property
     def path_str(self) -> str: ...
@@ -86,8 +86,8 @@ def is_shape(x: Any) -> bool:
 
 
 class SchemaSource(Protocol):
-    """Where the planner finds the schema of a node type (zarchive.registry.HandlerRegistry, or
-    zarchive.zanj.handlers.ZanjHandlers for a ZANJ file)."""
+    """Where the planner finds the schema of a node type (zarchive.engine.registry.HandlerRegistry, or
+    zarchive.formats.zanj.handlers.ZanjHandlers for a ZANJ file)."""
 
     def tag_of(self, node: dict[str, Any]) -> Any:
         """The node type of a JSON object (None: a plain dict); a ValueError for an object that is

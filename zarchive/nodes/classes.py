@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..typeref import class_tag
+from ..engine.typeref import class_tag
 from .base import NodeSchema, PlanSink
 
 

@@ -37,9 +37,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...api import ZArchive
+from ...engine.registry import register_handler, registered_handlers
 from ...handlers.base import Handler
 from ...options import ErrorMode
-from ...registry import register_handler, registered_handlers
 from .loading import LoaderHandler, loader_handlers, register_loader_handler
 from .serializers import SerializerHandlerRegistry, ZanjCustomHandler, is_serializer_handler
 

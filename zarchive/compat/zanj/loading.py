@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...zanj.format_loaders import FormatLoader, register_format_loader
+from ...formats.zanj.format_loaders import FormatLoader, register_format_loader
 
 FORMAT_KEY = "__muutils_format__"
 ObjectPath = tuple[str | int, ...]

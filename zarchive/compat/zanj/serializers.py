@@ -20,11 +20,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...context import LoadContext, Node, SaveContext
+from ...engine.context import LoadContext, Node, SaveContext
+from ...engine.registry import HandlerRegistry
 from ...errors import FieldMismatchError, UnknownTypeError
 from ...handlers.base import Handler
 from ...nodes.base import NodeSchema, PlanSink
-from ...registry import HandlerRegistry
 from .loading import get_item_loader, loader_code
 
 NAME = "zanj.custom"

@@ -21,8 +21,8 @@ from typing import Any, Self, TypeVar
 
 import torch
 
-from ...configured import ConfiguredModelBase, set_config_class
 from ...errors import ConfigMismatchError
+from ...models.configured import ConfiguredModelBase, set_config_class
 from ...torchutil import ConfiguredModel as _ZArchiveModel
 from . import ZANJ
 from .loading import FORMAT_KEY, LoaderHandler, ObjectPath, load_item_recursive
