@@ -176,3 +176,15 @@ def test_a_dtype_cast_is_charged(tmp_path: Path) -> None:
     with arc, pytest.raises(UnsafeArchiveError, match="casting the tensor to torch.float64") as e:
         arc.load(dtype=torch.float64)
     assert e.value.path == "t"
+
+
+def test_a_zip_member_with_an_empty_name_is_a_zarchive_error(tmp_path: Path) -> None:
+    """zipfile's ZipInfo.is_dir() raises IndexError on an empty name (found by the verify fuzzer)."""
+    path = tmp_path / "empty-name.zanj"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("__zanj__.json", '{"__format__": "ZANJ", "root": 1}')
+        z.writestr("__zanj_meta__.json", "{}")
+        z.writestr(zipfile.ZipInfo(""), b"x")
+    for call in (zarchive.read, zarchive.open, zarchive.verify):
+        with pytest.raises(zarchive.ZArchiveError):
+            call(path)

@@ -132,7 +132,7 @@ class ZanjZip:
         seen: dict[str, str] = {}
         for info in infos:
             name = info.orig_filename  # zipfile cuts names at a NUL; judge the name as stored
-            if info.is_dir() and info.file_size == 0:
+            if name.endswith("/") and info.file_size == 0:  # (ZipInfo.is_dir fails on an empty name)
                 continue
             problem = name_problem(name)
             if problem:
