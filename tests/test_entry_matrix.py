@@ -18,16 +18,18 @@ Cell ids read `kind-entrypoint-case`, e.g. `pt-cli_cat-zero_stride`.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hostile.cells import ENTRIES, EXTRA, SMALL_CONVERT
-from hostile.foreign_craft import BUDGET, CASES, WORKS, Hostile, Outcome, lists, tampered
+from hostile.foreign_craft import BUDGET, CASES, SKIP, WORKS, Hostile, Outcome, lists, tampered
 from hostile.kinds import KINDS, LEAF, write_base
 from hostile.worker import Worker
 
@@ -36,6 +38,7 @@ import zarchive
 MEM_MB = 3072  # the address-space limit of every cell, over what the child starts with
 SECONDS = 60  # the time limit of a cell (a case may ask for less: its finding was about time)
 ROOT = Path(__file__).resolve().parent.parent
+REPORT: dict[str, dict[str, Any]] = {}  # cell id -> its reply (ZARCHIVE_MATRIX_REPORT=FILE writes them)
 
 # --- the cells ------------------------------------------------------------------------------------------
 BASE_EXTRA = {"zarc": ("read_dtype", "read_small_budget", "read_untrusted", "cli_convert_small"),
@@ -58,7 +61,9 @@ def hostile_cells() -> list[tuple[Hostile, str, Outcome]]:
         if case.only is not None:
             entries = [e for e in dict.fromkeys([*entries, *case.only]) if e in case.only]
         for entry in entries:
-            out.append((case, entry, case.entries.get(entry, case.outcome)))
+            outcome = case.entries.get(entry, case.outcome)
+            if outcome is not SKIP:
+                out.append((case, entry, outcome))
     return out
 
 
@@ -77,14 +82,17 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def worker() -> Worker:
-    return Worker.get()
+def worker() -> Iterator[Worker]:
+    yield Worker.get()
+    if os.environ.get("ZARCHIVE_MATRIX_REPORT"):  # every cell's time, peak memory and outcome, for people
+        Path(os.environ["ZARCHIVE_MATRIX_REPORT"]).write_text(json.dumps(REPORT, indent=1, default=str))
 
 
-def run(worker: Worker, path: Path, kind: str, entry: str, tmp: Path, *, seconds: float, **req: Any) -> dict[str, Any]:
+def run(worker: Worker, path: Path, leaf: str, entry: str, tmp: Path, *, seconds: float, **req: Any) -> dict[str, Any]:
     reply = worker.call(
-        op="cell", entry=entry, path=str(path), leaf=LEAF[kind], tmp=str(tmp), mem_mb=MEM_MB, timeout=seconds, **req
+        op="cell", entry=entry, path=str(path), leaf=leaf, tmp=str(tmp), mem_mb=MEM_MB, timeout=seconds, **req
     )
+    REPORT[os.environ.get("PYTEST_CURRENT_TEST", entry).split("::")[-1].split(" ")[0]] = reply
     assert not reply.get("timeout"), f"{entry} took more than {seconds:.0f} s: {reply}"
     assert reply.get("signal") is None, f"{entry} was killed by signal {reply.get('signal')}: {reply}"
     return reply
@@ -143,7 +151,7 @@ def test_base_works(
     inputs: dict[str, Path], worker: Worker, tmp_path: Path, kind: str, entry: str, outcome: Outcome
 ) -> None:
     path = inputs[f"base-{kind}"]
-    reply = run(worker, path, kind, entry, tmp_path, seconds=SECONDS)
+    reply = run(worker, path, LEAF[kind], entry, tmp_path, seconds=SECONDS)
     judge(reply, outcome, entry, path)
     if entry == "onnx_session":
         assert reply["value"] == [1.0, 2.0, 3.0, 4.0]
@@ -157,7 +165,7 @@ def test_hostile_cell(
     inputs: dict[str, Path], worker: Worker, tmp_path: Path, case: Hostile, entry: str, outcome: Outcome
 ) -> None:
     path = inputs[f"{case.kind}-{case.name}"]
-    reply = run(worker, path, case.kind, entry, tmp_path, seconds=case.seconds, setup=case.setup, cwd=str(path.parent))
+    reply = run(worker, path, case.leaf, entry, tmp_path, seconds=case.seconds, setup=case.setup, cwd=str(path.parent))
     judge(reply, outcome, entry, path)
     if entry == "onnx_session" and reply["ok"]:
         assert max(reply["value"]) < 1e5, f"the model's output holds the planted file's bytes: {reply['value']}"

@@ -80,6 +80,16 @@ def lists(match: str) -> Outcome:
     return Outcome(None, match, ok=True, lists=True)
 
 
+SKIP = Outcome("skip")  # in Hostile.entries: the entry point does not apply to this case
+# entry points that only look (list, describe, check CRCs, hash tensors): a damaged value that none of
+# them builds may pass them; every entry point that builds values must refuse it
+LOOKING = ("audit", "verify", "hash", "cli_ls", "cli_show", "cli_hash", "cli_verify", "cli_audit", "cli_extract")
+
+
+def looking(outcome: Outcome = BUDGET, *, but: tuple[str, ...] = ()) -> dict[str, Outcome]:
+    return {e: outcome for e in LOOKING if e not in but}
+
+
 @dataclass(frozen=True)
 class Hostile:
     name: str
@@ -91,6 +101,7 @@ class Hostile:
     setup: str | None = None  # a function of hostile.cells the child runs first
     seconds: float = 60.0  # the time limit of each cell
     only: tuple[str, ...] | None = None  # apply to these entry points only
+    leaf: str = ""  # the object path `zarchive cat` prints
 
 
 CASES: list[Hostile] = []
@@ -133,7 +144,7 @@ def _doubling(levels: int, first_memo: int = 100) -> bytes:
 
 
 @hostile("metadata_doubling", "pt", refused("UnsafeArchiveError|FormatError", "shared references|more than"),
-         "721 B .pt whose state dict's _metadata is a doubling graph: 37 s and 1.3 GB", seconds=30)  # fmt: skip
+         "721 B .pt whose state dict's _metadata is a doubling graph: 37 s and 1.3 GB", seconds=30, leaf="w")  # fmt: skip
 def pt_metadata_doubling(d: Path) -> Path:
     items = uni("w") + tensor("0", 4, (2, 2), (2, 1)) + uni("b") + tensor("1", 4, (4,), (1,))
     meta = b"}" + uni("_metadata") + _doubling(40) + b"s"  # the state {"_metadata": graph}
@@ -146,7 +157,7 @@ STRING_CHARS = 243 << 20  # 255 M characters
 
 @hostile("huge_string", "pt", within(1100),
          "260 KB .pt of one 255 M-character string (deflated data.pkl): 2.1 GB against a 1.03 GB budget",
-         entries={"read_small_budget": refused("UnsafeArchiveError", "max_read_bytes|budget|over")})  # fmt: skip
+         entries={"read_small_budget": refused("UnsafeArchiveError", "max_read_bytes|budget|over")}, leaf="note")  # fmt: skip
 def pt_huge_string(d: Path) -> Path:
     head = (
         b"\x80\x02}(" + uni("w") + tensor("0", 4, (2, 2), (2, 1)) + uni("note") + b"X" + struct.pack("<I", STRING_CHARS)
@@ -176,23 +187,23 @@ def pt_value_cap(d: Path) -> Path:
          "convert --max-bytes 100000 writes 537 MB",
          entries={"read_dtype": refused("UnsafeArchiveError", "max_read_bytes|budget|over"),
                   "read_small_budget": BUDGET,
-                  "cli_convert_small": refused("*")})  # fmt: skip
+                  "cli_convert_small": refused("*")}, leaf="w")  # fmt: skip
 def pt_zero_stride(d: Path) -> Path:
     pkl = state_dict(("w", tensor("0", 4, (20000, 16384), (0, 0))))
     return _file(d, "expanded.pt", torch_zip(pkl, {"0": W.tobytes()}))
 
 
 @hostile("torch_size_2_70", "pt", refused("FormatError|UnsafeArchiveError", "2\\*\\*|dimension|size|too large|at most"),
-         "a torch.Size with a dimension of 2**70 reads back as a value whose repr() raises")  # fmt: skip
+         "a torch.Size with a dimension of 2**70 reads back as a value whose repr() raises", leaf="size")  # fmt: skip
 def pt_torch_size(d: Path) -> Path:
     huge = b"\x8a\x09" + (1 << 70).to_bytes(9, "little")  # LONG1
-    size = glob("torch", "Size") + b"(" + huge + b"\x85\x85R"  # torch.Size((2**70,))
+    size = glob("torch", "Size") + huge + b"\x85\x85R"  # torch.Size((2**70,))
     return _file(d, "size.pt", pt_file(pt_state_dict(uni("size") + size)))
 
 
 @hostile("verify_inflates", "pt", BUDGET,
          "verify of a .pt holds each member whole to check its CRC (the 3.1 MB .npz peaked at 3.2 GB)",
-         entries={"verify": within(300), "cli_verify": within(300)})  # fmt: skip
+         entries={"verify": within(300), "cli_verify": within(300)}, leaf="w")  # fmt: skip
 def pt_verify_inflates(d: Path) -> Path:
     pkl = state_dict(("w", tensor("0", 1 << 28, (1 << 28,), (1,))))
     members = [stored("archive/data.pkl", pkl), stored("archive/byteorder", b"little")]
@@ -204,7 +215,7 @@ def pt_verify_inflates(d: Path) -> Path:
 @hostile("verify_inflates", "npz", BUDGET,
          "3.1 MB .npz of highly compressible members: zarchive verify peaks at 3.2 GB (each member inflated whole)",
          entries={"read": refused("UnsafeArchiveError", "max_read_bytes|budget|over"),
-                  "verify": within(300), "cli_verify": within(300)})  # fmt: skip
+                  "verify": within(300), "cli_verify": within(300)}, leaf="a")  # fmt: skip
 def npz_verify_inflates(d: Path) -> Path:
     head = npy_bytes("<f8", (1 << 27,), b"")
     one = deflated_repeat("a.npy", head, bytes(1 << 20), 1024)  # 1 GiB of zeros after the header
@@ -216,7 +227,7 @@ def npz_verify_inflates(d: Path) -> Path:
 @hostile("empty_frame", "zanj", refused("UnsafeArchiveError", "max_read_bytes|budget|over|rows"),
          "27.5 KB .zanj DataFrame of 12,000 empty rows x 12,000 columns: a 3.4 GB frame in 24 s",
          entries={"audit": BUDGET, "verify": WORKS, "cli_verify": WORKS, "cli_ls": BUDGET, "cli_show": BUDGET,
-                  "cli_audit": BUDGET, "hash": BUDGET, "cli_hash": BUDGET, "cli_extract": BUDGET})  # fmt: skip
+                  "cli_audit": BUDGET, "hash": BUDGET, "cli_hash": BUDGET, "cli_extract": BUDGET}, leaf="df")  # fmt: skip
 def zanj_empty_frame(d: Path) -> Path:
     frame = {"__muutils_format__": "pandas.DataFrame", "columns": list(range(12_000)), "data": [{}] * 12_000}
     return _file(d, "frame.zanj", zanj_file({"df": frame, "name": "ok"}))
@@ -224,7 +235,7 @@ def zanj_empty_frame(d: Path) -> Path:
 
 @hostile("verify_inflates", "zanj", BUDGET,
          "zarchive verify of a .zanj holds its members whole (earlier finding)",
-         entries={"verify": within(300), "cli_verify": within(300)})  # fmt: skip
+         entries={"verify": within(300), "cli_verify": within(300)}, leaf="arr")  # fmt: skip
 def zanj_verify_inflates(d: Path) -> Path:
     root = {"arr": {"__muutils_format__": "numpy.ndarray:external", "dtype": "float64", "shape": [1 << 27],
                     "n_elements": 1 << 27, "$ref": "arr.npy"}}  # fmt: skip
@@ -237,15 +248,15 @@ def zanj_verify_inflates(d: Path) -> Path:
 # --- DCP checkpoint directories -------------------------------------------------------------------------
 @hostile("many_chunks", "dcp", BUDGET,
          "7.5 KB index of 8,000 chunks: 68 s before any shard is opened (every chunk compared with every other)",
-         seconds=20)  # fmt: skip
+         seconds=20, leaf="model/b")  # fmt: skip
 def dcp_many_chunks(d: Path) -> Path:
-    n = 16_000  # (twice the finding's: quadratic work is four times as long, linear twice)
+    n = 8_000  # every chunk at the same first offset: a sweep over the first dimension alone is quadratic
     path = write_dcp(d / "ck")
 
     def edit(doc: dict[str, Any]) -> None:
         t = next(t for t in doc["tensors"] if t["fqn"] == "model.b")
-        t["shape"] = [n]
-        t["chunks"] = [[0, f"model.b@{i}", [i], [1]] for i in range(n)]
+        t["shape"] = [1, n]
+        t["chunks"] = [[0, f"model.b@0,{i}", [0, i], [1, 1]] for i in range(n)]
 
     edit_dcp_index(path, edit)
     return path
@@ -254,7 +265,7 @@ def dcp_many_chunks(d: Path) -> Path:
 @hostile("chunk_reused", "dcp", refused("FormatError|UnsafeArchiveError", ""),
          "20 KB directory whose index names one stored chunk many times: a 2 GiB tensor, 3.3 GB; at 16 uses a "
          "raw RuntimeError",
-         entries={"cli_ls": BUDGET, "cli_show": BUDGET, "audit": BUDGET, "cli_audit": BUDGET})  # fmt: skip
+         entries=looking(but=("hash", "cli_hash")), leaf="model/w")  # fmt: skip
 def dcp_chunk_reused(d: Path) -> Path:
     import torch
 
@@ -272,12 +283,14 @@ def dcp_chunk_reused(d: Path) -> Path:
 
 
 # --- .zarc -------------------------------------------------------------------------------------------------
-JSONL_DECLARED = 3_200_000_000
+JSONL_DECLARED = 2_000_000_000
 
 
-@hostile("jsonl_declares_gb", "zarc", refused("UnsafeArchiveError", "max_read_bytes|budget|over|limit"),
-         "283 KB .zarc whose .jsonl node list declares 3.2 GB: 3.2 GB resident before the refusal",
-         entries={"verify": within(300), "cli_verify": within(300), "cli_ls": within(300)})  # fmt: skip
+@hostile("jsonl_declares_gb", "zarc", refused("UnsafeArchiveError", "max_read_bytes", peak_mb=300),
+         "283 KB .zarc whose .jsonl node list declares 3.2 GB: 3.2 GB resident before the refusal, even with "
+         "max_read_bytes=50 MB (here 2 GB: under the cells' address-space limit, over the read's budget)",
+         entries={**looking(within(300), but=("audit", "cli_audit")), "cli_extract": SKIP,
+                  "read_small_budget": refused("UnsafeArchiveError", "max_read_bytes", peak_mb=300)})  # fmt: skip
 def zarc_jsonl_declares_gb(d: Path) -> Path:
     first = json.dumps({"$type": "bytes", "$ref": "blob.bin", "nbytes": 4}).encode() + b"\n"
     rest = JSONL_DECLARED - len(first)
@@ -298,7 +311,8 @@ def zarc_jsonl_declares_gb(d: Path) -> Path:
 
 
 @hostile("inline_scalar_2gib", "zarc", refused("UnsafeArchiveError|FormatError", ""),
-         "a 2 GiB inline scalar (huge itemsize) passes the 1 GiB line during read (earlier finding)")  # fmt: skip
+         "a 2 GiB inline scalar (huge itemsize) passes the 1 GiB line during read (earlier finding)",
+         entries=looking(), leaf="s")  # fmt: skip
 def zarc_inline_scalar(d: Path) -> Path:
     root = {"s": {"$type": "numpy.scalar", "dtype": "|V2147483648", "base64": "AAAA"},
             "a": {"$type": "numpy.ndarray", "dtype": "|S2147483648", "shape": [], "data": "a"}}  # fmt: skip
@@ -306,7 +320,8 @@ def zarc_inline_scalar(d: Path) -> Path:
 
 
 @hostile("torch_size_2_70", "zarc", refused("FormatError|UnsafeArchiveError", ""),
-         "a torch.Size with a dimension of 2**70 reads back as a value whose repr() raises (earlier finding)")  # fmt: skip
+         "a torch.Size with a dimension of 2**70 reads back as a value whose repr() raises (earlier finding)",
+         entries=looking(), leaf="size")  # fmt: skip
 def zarc_torch_size(d: Path) -> Path:
     root = {"size": {"$type": "torch.Size", "items": [2, 1 << 70]}}
     return _file(d, "size.zarc", pack(Parts({"format": "zarchive", "format_version": "1.0", "root": root}, {})))
@@ -315,7 +330,7 @@ def zarc_torch_size(d: Path) -> Path:
 @hostile("zero_stride", "zarc", BUDGET,
          "zero-stride views are materialised by cat and by convert .zarc to .zarc (earlier finding)",
          entries={"read_dtype": refused("UnsafeArchiveError", "max_read_bytes|budget|over"),
-                  "cli_convert_small": refused("*")})  # fmt: skip
+                  "cli_convert_small": refused("*")}, leaf="model/x")  # fmt: skip
 def zarc_zero_stride(d: Path) -> Path:
     p = zarc_parts()
     p.manifest["root"]["model"]["x"] = {
@@ -345,7 +360,7 @@ PLANTED = "planted-credentials.bin"
          "1.5 KB archive whose ONNX graph names external data: verify() passes, audit() is empty, "
          "onnx_session() reads a file from the working directory into the model's output",
          entries={"onnx_session": refused("FormatError|UnsafeArchiveError", "external"),
-                  "audit": lists("onnx|export"), "cli_audit": lists("onnx|export")})  # fmt: skip
+                  "audit": lists("onnx|export"), "cli_audit": lists("onnx|export")}, leaf="model/w")  # fmt: skip
 def exports_onnx_external(d: Path) -> Path:
     _file(d, PLANTED, struct.pack("<4f", 1e6, 2e6, 3e6, 4e6))  # the "credentials" in the reader's cwd
     return _file(d, "external.zarc", exports_zarc(onnx_bytes(external=PLANTED)))
