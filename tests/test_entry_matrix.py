@@ -173,6 +173,14 @@ def test_hostile_cell(
         assert reply.get("loader_called") is None, "read(trusted=[]) ran the registered ZANJ loader"
 
 
+def test_inputs_are_small(inputs: dict[str, Path]) -> None:
+    """Every input is crafted small (the bombs compress gigabytes into a few MB at most)."""
+    sizes = {name: sum(p.stat().st_size for p in (path.rglob("*") if path.is_dir() else [path]) if p.is_file())
+             for name, path in inputs.items()}  # fmt: skip
+    big = {name: size for name, size in sizes.items() if size >= 4 << 20}
+    assert not big and sum(sizes.values()) < 16 << 20, (big, sum(sizes.values()))
+
+
 def test_every_case_applies_somewhere() -> None:
     """Each finding is a case of the matrix, every kind has a base, every case has cells."""
     assert {c.kind for c in CASES} <= set(KINDS)
