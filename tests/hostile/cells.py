@@ -64,6 +64,15 @@ def _hash(path: str) -> Any:
         return arc.weights_hash()
 
 
+def _audit(path: str) -> dict[str, Any]:
+    """What audit() lists: the classes and callables, and the exports (its report's `.exports`)."""
+    import zarchive
+
+    report = zarchive.audit(path)
+    exports = getattr(report, "exports", None)
+    return {**report, **({"$exports": exports} if exports else {})}
+
+
 def _verify(path: str) -> Any:
     import zarchive
 
@@ -99,7 +108,7 @@ def _api(entry: str, path: str) -> Any:
     calls: dict[str, Callable[[], Any]] = {
         "read": lambda: type(zarchive.read(path)).__name__,
         "open": lambda: _open(path),
-        "audit": lambda: zarchive.audit(path),
+        "audit": lambda: _audit(path),
         "verify": lambda: _verify(path),
         "hash": lambda: _hash(path),
         "read_dtype": lambda: type(zarchive.read(path, dtype=torch.float64)).__name__,

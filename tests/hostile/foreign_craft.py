@@ -128,7 +128,7 @@ def _file(d: Path, name: str, data: bytes) -> Path:
 
 
 # --- restricted pickle (.pt) ---------------------------------------------------------------------------
-@hostile("deep_tuple_key", "pt", refused("FormatError", "nested"),
+@hostile("deep_tuple_key", "pt", refused("UnsafeArchiveError|FormatError", "nested"),
          "679 B .pt of deeply nested tuples used as a dict key: open() and audit die by SIGSEGV (hashed in C)")  # fmt: skip
 def pt_deep_tuple_key(d: Path) -> Path:
     nested = b")" + b"\x85" * 1_000_000  # (((...),),) a million levels, each a TUPLE1
@@ -185,12 +185,19 @@ def pt_value_cap(d: Path) -> Path:
     return _file(d, "cap.pt", torch_zip(_laughs_list(22), {}))  # 2**22 values counted along every path
 
 
-@hostile("zero_stride", "pt", BUDGET,
-         "1.5 KB .pt holding a zero-stride expanded tensor: 1.25 GB over budget on read(dtype=), cat 3.3 GB, "
-         "convert --max-bytes 100000 writes 537 MB",
-         entries={"read_dtype": refused("UnsafeArchiveError", "max_read_bytes|budget|over"),
-                  "read_small_budget": within(SMALL_PEAK),
-                  "cli_convert_small": refused("*")}, leaf="w")  # fmt: skip
+@hostile(
+    "zero_stride",
+    "pt",
+    BUDGET,
+    "1.5 KB .pt holding a zero-stride expanded tensor: 1.25 GB over budget on read(dtype=), cat 3.3 GB, "
+    "convert --max-bytes 100000 writes 537 MB",
+    entries={
+        "read_dtype": within(SMALL_PEAK),  # the cast converts the stored elements, keeps the view
+        "read_small_budget": within(SMALL_PEAK),
+        "cli_convert_small": BUDGET,
+    },
+    leaf="w",
+)  # fmt: skip (written as storage + strides: tiny)
 def pt_zero_stride(d: Path) -> Path:
     pkl = state_dict(("w", tensor("0", 4, (20000, 16384), (0, 0))))
     return _file(d, "expanded.pt", torch_zip(pkl, {"0": W.tobytes()}))
@@ -332,8 +339,7 @@ def zarc_torch_size(d: Path) -> Path:
 
 @hostile("zero_stride", "zarc", BUDGET,
          "zero-stride views are materialised by cat and by convert .zarc to .zarc (earlier finding)",
-         entries={"read_dtype": refused("UnsafeArchiveError", "max_read_bytes|budget|over"),
-                  "cli_convert_small": refused("*")}, leaf="model/x")  # fmt: skip
+         entries={"read_dtype": within(SMALL_PEAK), "cli_convert_small": BUDGET}, leaf="model/x")  # fmt: skip
 def zarc_zero_stride(d: Path) -> Path:
     p = zarc_parts()
     p.manifest["root"]["model"]["x"] = {

@@ -8,7 +8,7 @@ import torch
 
 from ..engine.context import LoadContext, Node, SaveContext
 from ..errors import FormatError
-from ..nodes.arrays import SAFETENSORS_CODES, TorchDeviceSchema, TorchDtypeSchema, TorchSizeSchema
+from ..nodes.arrays import SAFETENSORS_CODES, TorchDeviceSchema, TorchDtypeSchema, TorchSizeSchema, size_problem
 from .base import Handler, expect
 
 # every dtype this torch has, by its name ("float32", "bfloat16", ...)
@@ -98,4 +98,7 @@ class TorchSizeHandler(TorchSizeSchema, Handler):
         items = expect(node, "items", list, ctx)
         if not all(type(i) is int for i in items):
             raise ctx.error("torch.Size items must be ints")
+        problem = size_problem(items)
+        if problem:
+            raise ctx.error(problem)
         return torch.Size(items)

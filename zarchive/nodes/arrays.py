@@ -11,6 +11,7 @@ import math
 import re
 from typing import Any
 
+from ..container.budget import MAX_DIMENSION
 from ..container.shapes import check_shape
 from ..engine.dtype_text import numpy_dtype_name
 from .base import NodeSchema, PlanSink
@@ -134,6 +135,20 @@ class TorchDtypeSchema(_ValueSchema):
     name = "torch.dtype"
 
 
+MAX_SIZE_DIMS = 64  # torch itself allows at most 64 dimensions
+
+
+def size_problem(items: list[int]) -> str | None:
+    """Why a torch.Size of `items` cannot be a real size (None if it can): more dimensions than torch
+    allows, or a dimension past MAX_DIMENSION (such a value's repr() and arithmetic fail)."""
+    if len(items) > MAX_SIZE_DIMS:
+        return f"a torch.Size of {len(items)} dimensions (torch allows at most {MAX_SIZE_DIMS})"
+    for i in items:
+        if not -1 <= i <= MAX_DIMENSION:
+            return f"a torch.Size has an impossible dimension of {i.bit_length()} bits"
+    return None
+
+
 class TorchSizeSchema(NodeSchema):
     name = "torch.Size"
 
@@ -141,3 +156,6 @@ class TorchSizeSchema(NodeSchema):
         items = node.get("items")
         if not (isinstance(items, list) and all(type(i) is int for i in items)):
             raise p.error("torch.Size items must be ints")
+        problem = size_problem(items)
+        if problem:
+            raise p.error(problem)
