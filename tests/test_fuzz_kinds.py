@@ -19,6 +19,7 @@ case under an address-space limit of 4 GiB over the process's mappings at the st
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import io
 import json
@@ -299,7 +300,8 @@ def test_fuzz_kinds_zanj(data: st.DataObject) -> tuple[str, dict[str, bytes]]:
         root = json.loads(content)
         for _ in range(data.draw(st.integers(1, 3), label="n")):
             container, key = data.draw(st.sampled_from(slots(root)), label="where")
-            container[key] = data.draw(st.one_of(JSON, st.sampled_from(ZANJ_WORDS)), label="value")
+            # a copy: a later edit may write inside it, and ZANJ_WORDS' lists must stay as they are
+            container[key] = copy.deepcopy(data.draw(st.one_of(JSON, st.sampled_from(ZANJ_WORDS)), label="value"))
         return json.dumps(root).encode()
 
     return "zanj", {n: _repack(d, edit) for n, d in BASES["zanj"].items()}

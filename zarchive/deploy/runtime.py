@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from ..errors import FormatError
 from .extras import require
 
 
@@ -21,7 +22,15 @@ def onnx_session(data: bytes, *, member: str | None = None, **ort_kwargs: Any) -
     ort = require("onnxruntime", "running an ONNX export")
     if "providers" not in ort_kwargs:
         ort_kwargs["providers"] = ort.get_available_providers()
-    return ort.InferenceSession(data, **ort_kwargs)
+    try:
+        return ort.InferenceSession(data, **ort_kwargs)
+    except Exception as e:  # noqa: BLE001 - onnxruntime's own error types (InvalidGraph, InvalidArgument, ...)
+        message = " ".join(str(e).split())[:300]
+        raise FormatError(
+            f"onnxruntime cannot load the ONNX export ({type(e).__name__}: {message}): the member is damaged "
+            "or was not written by a matching exporter",
+            member=member,
+        ) from None
 
 
 def load_torchscript(data: bytes, map_location: Any = None) -> Any:
