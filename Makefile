@@ -41,17 +41,17 @@ $(VENV)/.installed-base: $(VENV)/.created pyproject.toml requirements-ci.txt
 # it also stands for .installed-base.
 $(VENV)/.installed: $(VENV)/.created pyproject.toml requirements-ci.txt
 	@echo "== installing zarchive, its dependencies and the test extras (pytest, hypothesis, lightning, hydra, moto, ...)"
-	$(PIP) install $(PIN) -e ".[test]" || { $(NO_TORCH); }
+	$(PIP) install $(PIN) -e ".[test,hf]" || { $(NO_TORCH); }
 	touch $(VENV)/.installed-base $@
 
 $(VENV)/.installed-bench: $(VENV)/.installed
-	$(PIP) install -q $(PIN) -e ".[test,bench]"
+	$(PIP) install -q $(PIN) -e ".[test,hf,bench]"
 	touch $@
 
 # ruff and mypy at the exact versions of the `lint` extra, beside the test extras: mypy reads the
 # types of numpy, torch and pandas from this environment.
 $(VENV)/.installed-lint: $(VENV)/.installed
-	$(PIP) install -q $(PIN) -e ".[test,lint]"
+	$(PIP) install -q $(PIN) -e ".[test,hf,lint]"
 	touch $@
 
 # The floors, with requirements-ci.txt's versions for everything requirements-floors.txt does not pin

@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = ROOT / "requirements-ci.txt"
-EXTRAS = "test,lint,bench,docs"
+EXTRAS = "test,hf,lint,bench,docs"
 HEADER = """\
 # Exact versions for .venv (make demo, make test, make lint, make bench): everything the test, lint,
 # bench and docs extras install, zarchive's own dependencies included, so that pip resolves them in one pass

@@ -323,9 +323,10 @@ def test_fuzz_kinds_dcp_index(data: st.DataObject) -> tuple[str, dict[str, bytes
     def edit(doc: dict[str, Any]) -> None:
         for _ in range(data.draw(st.integers(1, 3), label="n")):
             action = data.draw(st.sampled_from(["field", "copy_chunk", "copy_tensor"]), label="action")
-            tensors = doc["tensors"]
+            tensors = doc.get("tensors") if isinstance(doc, dict) else None
+            tensors = tensors if isinstance(tensors, list) else []  # an earlier edit may have replaced the list
             t = tensors[data.draw(st.integers(0, len(tensors) - 1), label="tensor")] if tensors else None
-            if action == "copy_chunk" and t and t["chunks"]:
+            if action == "copy_chunk" and isinstance(t, dict) and isinstance(t.get("chunks"), list) and t["chunks"]:
                 t["chunks"] = t["chunks"] * data.draw(st.integers(2, 64), label="times")
             elif action == "copy_tensor" and t:
                 tensors.append(json.loads(json.dumps(t)))
