@@ -359,4 +359,6 @@ def test_damaged_files_of_every_method_raise_only_zarchive_errors(tmp_path: Path
             except zarchive.ZArchiveError as e:
                 outcome = type(e).__name__
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
-    assert outcomes.get("damaged", 0) > 50 and outcomes.get("ok", 0) > 50, outcomes
+    # both outcomes are reached (about 130 damaged and 50 intact; the bases hold fresh random values and
+    # timestamps, so the counts move a little from run to run)
+    assert outcomes.get("damaged", 0) > 20 and outcomes.get("ok", 0) > 20, outcomes
