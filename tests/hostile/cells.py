@@ -28,7 +28,7 @@ ENTRIES: dict[str, tuple[str, ...]] = {
         if not (c == "cli_extract" and kind not in ("zarc", "zanj", "exports"))
         and not (c == "cli_convert" and kind in ("npy", "npz"))
     ) + (("onnx_session",) if kind == "exports" else ())
-    for kind in (*FILES, "dcp")
+    for kind in (*FILES, "dcp", "hf")
 }  # fmt: skip
 ENTRIES["store"] = ("store_versions", "store_load", "cli_store_ls", "cli_store_show")
 SMALL_BUDGET = 100_000_000  # read_small_budget: max_read_bytes

@@ -39,6 +39,7 @@ from hostile.kinds import (
     stored,
     write_base,
     write_dcp,
+    write_hf,
     zanj_file,
     zarc_parts,
     zip_of,
@@ -382,6 +383,24 @@ def exports_onnx_external(d: Path) -> Path:
 def store_fifo(d: Path) -> Path:
     path = write_base("store", d)
     os.mkfifo(path / "1.0.1.zarc")
+    return path
+
+
+# --- Hugging Face sharded folders ------------------------------------------------------------------------------
+@hostile("index_traversal", "hf", refused("UnsafeArchiveError", "not a file name in its folder"),
+         "an index naming a shard outside its folder (../secret.safetensors)")  # fmt: skip
+def hf_index_traversal(d: Path) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "secret.safetensors").write_bytes(safetensors_bytes([("w", "F32", [2, 2], W.tobytes())])[0])
+    return write_hf(d / "hf", {"w": "../secret.safetensors", "b": "model-00002-of-00002.safetensors"})
+
+
+@hostile("fifo_shard", "hf", refused("NotARegularFileError|FormatError", "not a regular file"),
+         "a FIFO named like a shard: opening it for reading would block until a writer appears", seconds=20)  # fmt: skip
+def hf_fifo_shard(d: Path) -> Path:
+    path = write_hf(d / "hf")
+    (path / "model-00002-of-00002.safetensors").unlink()
+    os.mkfifo(path / "model-00002-of-00002.safetensors")
     return path
 
 

@@ -25,7 +25,7 @@ from hostile.cases_foreign import small, state_dict, tensor, torch_zip, uni
 from hostile.craft import Parts, pack
 from hostile.formats import npy_bytes, safetensors_bytes
 
-KINDS = ("zarc", "pt", "safetensors", "npy", "npz", "zanj", "dcp", "store", "exports")
+KINDS = ("zarc", "pt", "safetensors", "npy", "npz", "zanj", "dcp", "hf", "store", "exports")
 ONNX = "exports/model.onnx"
 
 # the one state dict every kind holds: w (2 x 2 float32) and b (4 float32)
@@ -192,6 +192,20 @@ def edit_dcp_index(path: Path, edit: Callable[[dict[str, Any]], None]) -> None:
     zarchive.save(doc, path / "index.zarc")
 
 
+def write_hf(path: Path, weight_map: dict[str, str] | None = None) -> Path:
+    """A Hugging Face sharded folder as save_pretrained writes it: two safetensors shards and
+    model.safetensors.index.json (`weight_map`: the index's map instead of the true one)."""
+    import json
+
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "model-00001-of-00002.safetensors").write_bytes(safetensors_bytes([("w", "F32", [2, 2], W.tobytes())])[0])
+    (path / "model-00002-of-00002.safetensors").write_bytes(safetensors_bytes([("b", "F32", [4], B.tobytes())])[0])
+    true_map = {"w": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}
+    index = {"metadata": {"total_size": 32}, "weight_map": weight_map if weight_map is not None else true_map}
+    (path / "model.safetensors.index.json").write_text(json.dumps(index))
+    return path
+
+
 def write_store(path: Path) -> Path:
     import torch
 
@@ -228,6 +242,8 @@ def write_base(kind: str, d: Path) -> Path:
         return write_dcp(d / "ck")
     if kind == "store":
         return write_store(d / "models")
+    if kind == "hf":
+        return write_hf(d / "hf")
     suffix = {"exports": "zarc"}.get(kind, kind)
     path = d / f"base.{suffix}"
     path.write_bytes(files[kind]())
@@ -235,8 +251,8 @@ def write_base(kind: str, d: Path) -> Path:
 
 
 # a leaf object path of each kind's base, for `zarchive cat`
-LEAF = {"zarc": "model/w", "pt": "w", "safetensors": "w", "npy": "", "npz": "w", "zanj": "w", "dcp": "model/w",
+LEAF = {"zarc": "model/w", "pt": "w", "safetensors": "w", "npy": "", "npz": "w", "zanj": "w", "dcp": "model/w", "hf": "w",
         "exports": "model/w", "store": ""}  # fmt: skip
 
 __all__ = ["KINDS", "LEAF", "Member", "deflated", "deflated_repeat", "pt_file", "pt_state_dict", "small", "stored",
-           "uni", "write_base", "zip_of"]  # fmt: skip
+           "uni", "write_base", "write_hf", "zip_of"]  # fmt: skip
