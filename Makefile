@@ -21,7 +21,7 @@ FPY := $(FLOORS_VENV)/bin/python
 LINTED := zarchive tests benchmarks
 DEMO_OUT ?= outputs/run.zarc
 
-.PHONY: demo test test-slow test-floors lint docs bench venv lock clean
+.PHONY: browser demo test test-slow test-floors lint docs bench venv lock clean
 
 # .venv itself, its pip upgraded first to the version requirements-ci.txt was resolved with.
 $(VENV)/.created:
@@ -66,11 +66,21 @@ $(FLOORS_VENV)/.installed: pyproject.toml requirements-ci.txt requirements-floor
 
 venv: $(VENV)/.installed
 
+# The viewer's browser tests drive Debian's chromium through chromium-driver: make test installs both
+# with apt-get when it runs as root on a machine that has apt-get and lacks them; elsewhere those
+# tests skip and say why.
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "== installing chromium and chromium-driver (apt-get), for the viewer's browser tests"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	else echo "== no chromium + chromedriver here, and not root with apt-get: the browser tests will skip"; fi
+
 demo: $(VENV)/.installed-base
 	@echo "== running the demo: $(PY) -m zarchive.demo --out $(DEMO_OUT)"
 	@$(PY) -m zarchive.demo --out $(DEMO_OUT)
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed browser
 	$(PY) -m pytest -q -m "not slow" tests
 
 # the tests marked slow (also run by CI, in make test-floors), then a long fuzzing run (~4 minutes)
