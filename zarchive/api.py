@@ -250,7 +250,16 @@ class ZArchive:
         source: ByteSource
         if isinstance(file_path, (bytes, bytearray)):
             source = BytesSource(file_path)
-        elif is_url(file_path) or is_file_object(file_path):
+        elif isinstance(file_path, str) and is_url(file_path):
+            if file_path.endswith("/"):  # a folder: a sharded checkpoint on a store (zarchive.dcp)
+                return self._open_remote_folder(file_path, storage_options, policy)
+            try:
+                source = open_source(file_path, lazy=lazy, storage_options=storage_options, mmap=self.mmap)
+            except FormatError as e:
+                if type(e) is not FormatError:  # (a plain FormatError: the URL names a folder, not a file)
+                    raise
+                return self._open_remote_folder(file_path, storage_options, policy)
+        elif is_file_object(file_path):
             source = open_source(file_path, lazy=lazy, storage_options=storage_options, mmap=self.mmap)
         else:
             if storage_options:
@@ -311,6 +320,20 @@ class ZArchive:
             f"{INDEX_NAME} (the DCP index zarchive.dcp.ZArchiveWriter writes last: a save killed before then "
             "leaves none)"
         )
+
+    def _open_remote_folder(self, url: str, storage_options: StorageOptions, policy: ReadPolicy) -> OpenedArchive:
+        """A folder named by a URL: a `file://` folder as a local one, else a sharded checkpoint."""
+        from .dcp.location import Location
+        from .dcp.view import is_sharded, open_sharded
+
+        at = Location(url, storage_options)
+        if at.local is not None:
+            return self._open_folder(at.local, policy)
+        if is_sharded(at):
+            return open_sharded(at, self, policy)
+        if not at.is_dir():
+            raise ArchiveNotFoundError(f"no archive at {url!r}")
+        return open_sharded(at, self, policy)  # (its message: what was looked for)
 
     def read(
         self,

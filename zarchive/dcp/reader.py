@@ -32,10 +32,12 @@ from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner, ReadItem
 from torch.distributed.checkpoint.storage import StorageReader
 
 from ..api import ZArchive
+from ..container.remote import is_url
 from ..engine.objpath import join_path
 from ..errors import FormatError, ZArchiveError
 from .assemble import checked, region, torch_dtype
 from .index import Chunk, ObjectEntry, TensorEntry
+from .location import Location
 from .view import ShardedCheckpoint
 
 MEMORY_FORMATS = {
@@ -47,21 +49,25 @@ MEMORY_FORMATS = {
 
 
 class ZArchiveReader(StorageReader):
-    """Reads the sharded checkpoint in the directory `path` (written by ZArchiveWriter).
+    """Reads the sharded checkpoint in the directory `path` (written by ZArchiveWriter), or in the
+    folder an fsspec URL names (`s3://bucket/ckpt/`; storage_options: its filesystem's options).
 
     settings: those of zarchive.ZArchive (verify, mmap, max_nodes, ...).
     Use it as `dcp.load(state_dict, storage_reader=ZArchiveReader(path))`."""
 
-    def __init__(self, path: str | os.PathLike[str], **settings: Any) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, storage_options: dict[str, Any] | None = None, **settings: Any
+    ) -> None:
         super().__init__()
-        self.path = os.fspath(path)
+        self.path: str = str(path) if is_url(path) else os.fspath(path)
+        self.storage_options = storage_options
         self._archive = ZArchive(**settings)
         self._view: ShardedCheckpoint | None = None
         self._where: dict[MetadataIndex, ObjectEntry | tuple[TensorEntry, Chunk]] = {}
 
     def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
         if checkpoint_id is not None:
-            self.path = os.fspath(checkpoint_id)
+            self.path = str(checkpoint_id) if is_url(checkpoint_id) else os.fspath(checkpoint_id)
         self.close()
 
     def close(self) -> None:
@@ -73,9 +79,10 @@ class ZArchiveReader(StorageReader):
     def open(self) -> ShardedCheckpoint:
         """The checkpoint, its index read and checked (ZArchiveError if it cannot be trusted)."""
         if self._view is None:
-            if not os.path.isdir(self.path):
+            at = Location(self.path, self.storage_options)
+            if not at.is_dir():
                 raise FormatError(f"{self.path!r} is not a sharded checkpoint directory")
-            view = self._archive.open(self.path)
+            view = self._archive.open(at.folder_target, **at.open_settings)
             if not isinstance(view, ShardedCheckpoint):
                 view.close()
                 raise FormatError(f"{self.path!r} is not a sharded checkpoint directory")
@@ -148,6 +155,8 @@ class ZArchiveReader(StorageReader):
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
+        if isinstance(checkpoint_id, str) and is_url(checkpoint_id):
+            return True
         return isinstance(checkpoint_id, (str, os.PathLike)) and os.path.isdir(os.fspath(checkpoint_id))
 
 

@@ -1,8 +1,8 @@
 """The shards of a sharded checkpoint, opened on first use through the directory's gates, and the
 chunks read from them (no torch until a tensor is read).
 
-Every shard is checked to be a regular file (limits.check_file) and a `.zarc` archive of the save the
-index describes, and is opened with what the directory's budget has left as its own limit; the JSON
+Every shard is checked to be a regular file (Location.check_file: a stat, or a remote folder's
+listing) and a `.zarc` archive of the save the index describes, and is opened with what the directory's budget has left as its own limit; the JSON
 parsed to open it is charged to that budget. On opening, each chunk the index puts in the shard claims
 the stored bytes its node names (limits.StorageClaims), and the shard's chunk nodes are kept, so
 finding a chunk costs the same however many the shard holds.
@@ -20,7 +20,8 @@ from ..errors import FormatError, MemberNotFoundError, ZArchiveError
 from ..nodes.arrays import TORCH_ITEMSIZE
 from ..nodes.base import MISSING
 from .index import INDEX_NAME, Chunk, Index, TensorEntry
-from .limits import StorageClaims, check_file
+from .limits import StorageClaims
+from .location import Location
 
 if TYPE_CHECKING:
     from ..engine.lazy import LazyArchive
@@ -29,7 +30,9 @@ if TYPE_CHECKING:
 class ArchiveOpener(Protocol):
     max_read_bytes: int | None
 
-    def open(self, file_path: Any, *, trusted: Any = None, unresolved: Any = "raise") -> Any: ...
+    def open(
+        self, file_path: Any, *, trusted: Any = None, unresolved: Any = "raise", storage_options: Any = None
+    ) -> Any: ...
 
 
 def open_zarc(opener: ArchiveOpener, path: str, name: str, **settings: Any) -> LazyArchive:
@@ -47,9 +50,9 @@ class Shards:
     """The shards of one checkpoint, each opened once (closed by `close`)."""
 
     def __init__(
-        self, directory: str, opener: ArchiveOpener, policy: ReadPolicy, index: Index, budget: ReadBudget
+        self, location: Location, opener: ArchiveOpener, policy: ReadPolicy, index: Index, budget: ReadBudget
     ) -> None:
-        self.directory = directory
+        self.location = location
         self.index = index
         self.budget = budget
         self._opener = opener
@@ -72,7 +75,8 @@ class Shards:
             raise MemberNotFoundError("the index lists no such shard", member=str(name)[:200])
         opener = copy.copy(self._opener)  # the shard's limit: what the directory's budget has left
         opener.max_read_bytes = self.budget.left
-        arc = open_zarc(opener, check_file(self.directory, name, what="shard"), name, **self._read_settings())
+        target = self.location.check_file(name, what="shard")
+        arc = open_zarc(opener, target, name, **self._read_settings(), **self.location.open_settings)
         try:
             self.budget.charge(arc.budget.json_bytes, "opening the shard", member=name)
             try:

@@ -20,7 +20,6 @@ its node in the shard.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
@@ -34,7 +33,8 @@ from ..errors import FormatError, IntegrityError, MemberNotFoundError, ZArchiveE
 from ..nodes.base import MISSING
 from ..weights_hash import archive_digests, combine
 from .index import INDEX_NAME, Chunk, Index, ObjectEntry, TensorEntry, parse
-from .limits import check_file, directory_budget, read_bytes
+from .limits import directory_budget, read_bytes
+from .location import Location
 from .shards import ArchiveOpener, Shards, open_zarc
 
 if TYPE_CHECKING:
@@ -45,51 +45,56 @@ if TYPE_CHECKING:
 DICT, LIST, VALUE, TENSOR = "dcp.dict", "dcp.list", "dcp.value", "torch.Tensor"
 
 
-def is_sharded(directory: str) -> bool:
+def is_sharded(directory: str | Location) -> bool:
     """Whether `directory` holds a sharded checkpoint's index (of any file type: opening refuses one
     that is not a regular file)."""
-    return os.path.lexists(os.path.join(directory, INDEX_NAME))
+    at = directory if isinstance(directory, Location) else Location(directory)
+    return at.has(INDEX_NAME)
 
 
-def open_sharded(directory: str, opener: ArchiveOpener, policy: ReadPolicy) -> ShardedCheckpoint:
+def open_sharded(directory: str | Location, opener: ArchiveOpener, policy: ReadPolicy) -> ShardedCheckpoint:
     """The view of the checkpoint in `directory` (FormatError if it has no index)."""
     if not is_sharded(directory):
         raise FormatError(
-            f"{directory!r} is a directory, not an archive, and holds no sharded checkpoint (no {INDEX_NAME}): "
+            f"{str(directory)!r} is a directory, not an archive, and holds no sharded checkpoint (no {INDEX_NAME}): "
             "a save killed before its index was written leaves none; pass a .zarc file or a checkpoint directory"
         )
     return ShardedCheckpoint(directory, opener, policy)
 
 
 class ShardedCheckpoint(TreeBrowser):
-    """A sharded checkpoint opened read-only; use it as a context manager."""
+    """A sharded checkpoint opened read-only; use it as a context manager. `directory`: a local
+    directory, or a Location (a folder an fsspec URL names, with its storage options)."""
 
     format = "zarchive-dcp"
 
-    def __init__(self, directory: str, opener: ArchiveOpener, policy: ReadPolicy) -> None:
+    def __init__(self, directory: str | Location, opener: ArchiveOpener, policy: ReadPolicy) -> None:
         if policy.tensors != "torch":
             raise ValueError("a sharded checkpoint's tensors are read as torch tensors: open it with tensors='torch'")
-        self.directory = directory
+        self.location = directory if isinstance(directory, Location) else Location(directory)
+        self.directory = str(self.location)
         self._opener = opener
         self._policy = policy
         self._owner: dict[int, tuple[LazyArchive, Any]] = {}  # id(node from a shard) -> (its shard, node)
         self._closed = False
-        index_path = check_file(directory, INDEX_NAME, what="the index")
-        self._index_arc: LazyArchive = open_zarc(opener, index_path, INDEX_NAME, trusted=[])
+        at = self.location
+        at.snapshot()  # (a remote folder: its files and sizes, listed once, fresh)
+        index_path = at.check_file(INDEX_NAME, what="the index")
+        self._index_arc: LazyArchive = open_zarc(opener, index_path, INDEX_NAME, trusted=[], **at.open_settings)
         try:
             self._doc = self._index_arc.load()  # plain JSON: a class named in it is refused (trusted=[])
             self.index: Index = parse(self._doc)
             for name, info in self.index.shards.items():  # every shard there, as big as the save wrote it
-                size = os.path.getsize(check_file(directory, name, what="shard"))
+                size = at.size(name, what="shard")
                 if size != info["size"]:
                     raise IntegrityError(
                         f"shard {name!r} has {size} bytes, the index recorded {info['size']}: "
                         "it was replaced or damaged", member=name,
                     )  # fmt: skip
             # one budget for every read from the directory, the index's JSON charged first
-            self.budget = directory_budget(policy.max_read_bytes, self.index, os.path.getsize(index_path))
+            self.budget = directory_budget(policy.max_read_bytes, self.index, at.size(INDEX_NAME))
             self.budget.charge(self._index_arc.budget.json_bytes, "parsing the index", member=INDEX_NAME)
-            self.shards = Shards(directory, opener, policy, self.index, self.budget)
+            self.shards = Shards(at, opener, policy, self.index, self.budget)
             self._root = self._build_tree()
         except BaseException:
             self._index_arc.close()
@@ -128,7 +133,7 @@ class ShardedCheckpoint(TreeBrowser):
         """The index and the shards (files of the directory), with their sizes."""
         out = {}
         for name in (INDEX_NAME, *self.index.shards):
-            size = os.path.getsize(os.path.join(self.directory, name))
+            size = self.location.size(name)
             out[name] = {"codec": "none", "size": size, "stored_size": size}
         return out
 

@@ -3,9 +3,14 @@
 Every rank writes its items to its own shard, `shard-<save id>-<rank>.zarc`, through ZArchive.save
 (atomic, aligned, checksummed); non-tensor values go through the handler chain like any value, never
 through torch.save. The coordinator then writes `index.zarc` (spec/distributed.md) atomically under
-its final name: that rename is the commit. Shard names are new for every save, so a save killed on
-any rank before the commit leaves the previous index and the shards it names untouched; shards no
-index names any more are removed only after the new index is in place.
+its final name: that rename (on an object store, the index's single upload) is the commit. Shard
+names are new for every save, so a save killed on any rank before the commit leaves the previous
+index and the shards it names untouched; shards no index names any more are removed only after the
+new index is in place.
+
+The checkpoint may be a local directory or an fsspec URL (`s3://bucket/ckpt/`, with storage_options
+for its filesystem): each file is then written locally and uploaded whole (zarchive.container.remote),
+the index last (dcp.location.Location).
 """
 
 from __future__ import annotations
@@ -28,9 +33,11 @@ from torch.distributed.checkpoint.storage import StorageWriter, WriteResult
 
 from ..api import ZArchive
 from ..container import old_file
+from ..container.remote import is_url
 from ..errors import SaveError
 from .assemble import dtype_name
 from .index import INDEX_NAME, SHARD_NAME, Chunk, Index, ObjectEntry, TensorEntry, parse, shard_name
+from .location import Location
 
 TMP_SHARD = re.compile(r"\.shard-([0-9a-f]{8,64})-[0-9]{5,9}\.zarc\..+\.zarc-tmp")  # see atomic_write
 MEMORY_FORMATS = {
@@ -42,23 +49,31 @@ MEMORY_FORMATS = {
 
 
 class ZArchiveWriter(StorageWriter):
-    """Writes a sharded checkpoint into the directory `path` (created if needed).
+    """Writes a sharded checkpoint into the directory `path` (created if needed), or into the folder
+    an fsspec URL names (`s3://bucket/ckpt/`; storage_options: its filesystem's options).
 
     settings: those of zarchive.ZArchive (durable, ...), used for every shard and the index; compress
     defaults to False here: a compressed member is read whole, an uncompressed one chunk by chunk
     (what a rank loading part of a tensor needs), and DCP's own writer does not compress either.
     Use it as `dcp.save(state_dict, storage_writer=ZArchiveWriter(path))` or with dcp.async_save."""
 
-    def __init__(self, path: str | os.PathLike[str], **settings: Any) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, storage_options: dict[str, Any] | None = None, **settings: Any
+    ) -> None:
         super().__init__()
-        self.path = os.fspath(path)
+        self.path: str = str(path) if is_url(path) else os.fspath(path)
+        self.storage_options = storage_options
         self._archive = ZArchive(**{"compress": False, **settings})
         self.is_coordinator = False
         self.rank = 0
 
     def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
         if checkpoint_id is not None:
-            self.path = os.fspath(checkpoint_id)
+            self.path = str(checkpoint_id) if is_url(checkpoint_id) else os.fspath(checkpoint_id)
+
+    @property
+    def location(self) -> Location:
+        return Location(self.path, self.storage_options)
 
     def set_up_storage_writer(self, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
         self.is_coordinator = is_coordinator
@@ -94,10 +109,11 @@ class ZArchiveWriter(StorageWriter):
                 tensors[key] = tensor
                 size = tensor.nbytes
             results.append(WriteResult(index=item.index, size_in_bytes=size, storage_data={**where, "key": key}))
-        os.makedirs(self.path, exist_ok=True)
-        target = os.path.join(self.path, name)
-        self._archive.save({"save_id": save_id, "rank": number, "tensors": tensors, "objects": objects}, target)
-        where["size"] = os.path.getsize(target)
+        at = self.location
+        at.make()
+        shard = {"save_id": save_id, "rank": number, "tensors": tensors, "objects": objects}
+        self._archive.save(shard, at.target(name), **at.open_settings)
+        where["size"] = at.stored_size(name)
         for r in results:
             r.storage_data["size"] = where["size"]
         done: torch.futures.Future[list[WriteResult]] = torch.futures.Future()
@@ -108,12 +124,13 @@ class ZArchiveWriter(StorageWriter):
         """The commit: the index, written atomically under its final name; then old shards go."""
         index = build_index(metadata, results)
         parse(index.to_json())  # write only what a reader accepts
-        self._archive.save(index.to_json(), os.path.join(self.path, INDEX_NAME))
-        remove_unlisted_shards(self.path, index)
+        at = self.location
+        self._archive.save(index.to_json(), at.target(INDEX_NAME), **at.open_settings)
+        remove_unlisted_shards(at, index)
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
-        return isinstance(checkpoint_id, (str, os.PathLike)) and "://" not in os.fspath(checkpoint_id)
+        return isinstance(checkpoint_id, (str, os.PathLike))
 
 
 def _plain_object(planner: SavePlanner, index: MetadataIndex) -> Any:
@@ -168,16 +185,16 @@ def build_index(metadata: Metadata, results: list[list[WriteResult]]) -> Index:
     return index
 
 
-def remove_unlisted_shards(directory: str, index: Index) -> None:
+def remove_unlisted_shards(at: Location, index: Index) -> None:
     """Shards of older or failed saves (named like shards, not in the committed index), and the
-    temporary files of shards of other saves that a killed process left behind."""
-    for name in os.listdir(directory):
+    temporary files of shards of other saves that a killed process left behind (local folders: a
+    remote file is written locally and uploaded whole, so no part of it is ever in the folder)."""
+    for name in at.names():
         tmp = TMP_SHARD.fullmatch(name)
         if (SHARD_NAME.fullmatch(name) and name not in index.shards) or (tmp and tmp.group(1) != index.save_id):
-            path = os.path.join(directory, name)
-            held = old_file.hold(path)  # a big shard's blocks are freed on a background thread
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
+            if at.local is None:
+                at.remove(name)
+                continue
+            held = old_file.hold(at.target(name))  # a big shard's blocks are freed on a background thread
+            at.remove(name)
             old_file.release_later(held)
