@@ -146,6 +146,9 @@ def open_source(
         f = _open_lazily(fs, path)
         if not hasattr(f, "read"):  # a block cache over local files: read the file in place
             return open_local(f, mmap=mmap)
+        if _names_a_folder(f):  # (s3fs opens a key prefix as an empty file)
+            f.close()
+            raise FormatError(f"{target!r} is a directory, not an archive")
     except NotARegularFileError:
         if local is not None and os.path.isdir(local):
             raise FormatError(f"{target!r} is a directory, not an archive") from None
@@ -182,6 +185,13 @@ def _open_lazily(fs: Any, path: str) -> Any:
     if not _reads_in_blocks(target):
         return target.open(path, "rb", block_size=REMOTE_BLOCK_SIZE, cache_type="readahead")
     return fs.open(path, "rb", block_size=REMOTE_BLOCK_SIZE)
+
+
+def _names_a_folder(f: Any) -> bool:
+    """Whether an opened fsspec file is a folder: its `details` (fsspec's buffered files keep what
+    `info` said of their path) say so."""
+    details = getattr(f, "details", None)
+    return isinstance(details, dict) and details.get("type") == "directory"
 
 
 def _reads_in_blocks(fs: Any) -> bool:

@@ -80,7 +80,7 @@ class ZArchiveReader(StorageReader):
         """The checkpoint, its index read and checked (ZArchiveError if it cannot be trusted)."""
         if self._view is None:
             at = Location(self.path, self.storage_options)
-            if not at.is_dir():
+            if at.local is not None and not at.is_dir():  # (a remote folder: zarchive.open says what is missing)
                 raise FormatError(f"{self.path!r} is not a sharded checkpoint directory")
             view = self._archive.open(at.folder_target, **at.open_settings)
             if not isinstance(view, ShardedCheckpoint):

@@ -77,8 +77,7 @@ class ShardedCheckpoint(TreeBrowser):
         self._policy = policy
         self._owner: dict[int, tuple[LazyArchive, Any]] = {}  # id(node from a shard) -> (its shard, node)
         self._closed = False
-        at = self.location
-        at.snapshot()  # (a remote folder: its files and sizes, listed once, fresh)
+        at = self.location  # (a remote folder: its files and sizes listed once, when first asked, fresh)
         index_path = at.check_file(INDEX_NAME, what="the index")
         self._index_arc: LazyArchive = open_zarc(opener, index_path, INDEX_NAME, trusted=[], **at.open_settings)
         try:
