@@ -322,3 +322,12 @@ def test_hostile_dcp_corpus_cases_on_s3(s3: dict[str, Any], tmp_path: Path, name
         assert outcome.startswith("refused") and outcome.split()[1] in case.outcome.error.split("|"), outcome
     else:
         assert outcome.startswith(("read", "refused")), outcome
+
+
+def test_consolidate_a_remote_checkpoint(mem_url: str, tmp_path: Path) -> None:
+    from zarchive.dcp.consolidate import consolidate
+
+    url = save(mem_url, {**state(), "config": {"lr": 0.1}})
+    assert consolidate(url, str(tmp_path / "one.zarc"), storage_options={}) == 7
+    one = zarchive.read(tmp_path / "one.zarc")
+    assert bits(one["model"]["w"]) == bits(state()["model"]["w"]) and one["config"] == {"lr": 0.1}
