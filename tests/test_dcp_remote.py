@@ -210,7 +210,8 @@ def test_s3_dcp_load_of_part_reads_part(s3: dict[str, Any]) -> None:
         load(url, target, storage_options=s3["options"])
     assert bits(target["model"]["w3"]) == bits(sd["model"]["w3"])
     assert bits(target["model"]["w12"]) == bits(sd["model"]["w12"])
-    assert seen.fetched < 2 * (1 << 20) + (512 << 10), seen.fetched
+    print(f"\ndcp.load of 2 tensors of 16 (2 MiB of 16 MiB): fetched {seen.fetched} bytes in {len(seen.gets)} GETs")
+    assert seen.fetched < 2 * (1 << 20) + (768 << 10), seen.fetched  # (the index, its shard opened, read-ahead)
 
 
 # --- the command line ---

@@ -6,8 +6,11 @@
     dcp.load(state_dict, storage_reader=ZArchiveReader("ckpt/"))
     with zarchive.open("ckpt/") as arc: w = arc["model/layers.0.weight"]   # one view of every shard
 
-The layout (one shard per rank, a JSON index written last) is in spec/distributed.md. The writer
-and reader import torch; `zarchive.dcp.index` and `zarchive.dcp.view` do not.
+The checkpoint may also be a folder on an object store: `ZArchiveWriter("s3://bucket/ckpt",
+storage_options={...})`, `ZArchiveReader(...)` and `zarchive.open("s3://bucket/ckpt/")` alike
+(dcp.location). The layout (one shard per rank, a JSON index written last) and the commit, with and
+without a rename, are in spec/distributed.md. The writer and reader import torch;
+`zarchive.dcp.index` and `zarchive.dcp.view` do not.
 """
 
 from __future__ import annotations
