@@ -7,6 +7,7 @@ import { FormatError, IntegrityError, MemberNotFoundError, UnsafeArchiveError, V
 import { parseCost, parseJsonBytes } from "./json.js";
 import { readZip } from "./zip.js";
 import { decodeFrame } from "./zstd.js";
+import { checkExports } from "./exports.js";
 
 export const READER_MAJOR = 1;
 export const READER_MINOR = 5;
@@ -50,6 +51,7 @@ export class Archive {
     this.members = this.checkMetadata(this.metadata);
     this.manifest = this.json(this.entries.get("manifest.json"), "manifest.json");
     if (!(this.manifest instanceof Map) || !this.manifest.has("root")) throw new FormatError("manifest.json has no 'root'");
+    checkExports(this);
   }
 
   /** A reserved JSON member, its zip CRC checked, parsed strictly. */

@@ -61,7 +61,9 @@ export class Describer {
     try {
       if (this.depth > MAX_DEPTH) throw this.fail(path, `nodes nested more than ${MAX_DEPTH} levels`);
       if (++this.nodes > MAX_NODES) throw new UnsafeArchiveError(`more than ${MAX_NODES} nodes`);
-      return { path, ...this.describe(node, path) };
+      const out = this.describe(node, path);
+      out.path = path;
+      return out;
     } finally {
       this.depth -= 1 + extra;
     }
@@ -247,20 +249,35 @@ export class Describer {
 
   // --- numpy (5.2) ---
   tNdarray(node, path) {
-    const where = `at ${path || "(root)"}`;
     const dtext = node.get("dtype");
-    const shape = checkShape(node.get("shape"), where);
-    const order = node.has("order") ? node.get("order") : "C";
-    if (order !== "C" && order !== "F") throw this.fail(path, `bad order ${JSON.stringify(String(order))}`);
     if (dtext === "object") {
+      const shape = checkShape(node.get("shape"), `at ${path || "(root)"}`);
       const base = child(path, "items");
       const items = this.sequence(node.get("items"), base);
       if (items.length !== shape.count) throw this.fail(path, "an object array's items do not fill its shape");
       return { kind: "ndarray", dtype: "object", shape: shape.dims, order: "C", items: items.map((v, i) => this.value(v, child(base, i))) };
     }
+    const a = this.arrayBytes(node, path);
+    const out = { kind: "ndarray", dtype: dtext, shape: a.dims, order: a.order, sha256: sha256(a.bytes) };
+    if (a.ref !== undefined) {
+      const first = this.arrays.get(a.ref);
+      if (first === undefined) this.arrays.set(a.ref, path);
+      else out.same_as = first;
+    }
+    return out;
+  }
+
+  /** A numpy.ndarray node's values (not `object`): {d, dims, count, order, ref, bytes (little-endian, C order)}. */
+  arrayBytes(node, path) {
+    const where = `at ${path || "(root)"}`;
+    if (!isMap(node) || node.get("$type") !== "numpy.ndarray") throw this.fail(path, "expected a numpy.ndarray node");
+    const dtext = node.get("dtype");
+    const shape = checkShape(node.get("shape"), where);
+    const order = node.has("order") ? node.get("order") : "C";
+    if (order !== "C" && order !== "F") throw this.fail(path, `bad order ${JSON.stringify(String(order))}`);
     const d = numpyDtype(dtext, where);
-    const out = { kind: "ndarray", dtype: dtext, shape: shape.dims, order };
     const need = shape.count * d.itemsize;
+    const out = { d, dims: shape.dims, count: shape.count, order };
     let bytes;
     if (node.has("$ref")) {
       const ref = node.get("$ref");
@@ -269,20 +286,39 @@ export class Describer {
         throw this.fail(path, `the member's header says ${npy.dtype.str}[${npy.shape.join(", ")}], the manifest ${dtext}[${shape.dims.join(", ")}]`);
       }
       bytes = npy.fortran ? fortranToC(npy.data, npy.shape, d.itemsize) : npy.data.slice();
-      const first = this.arrays.get(ref);
-      if (first === undefined) this.arrays.set(ref, path);
-      else out.same_as = first;
+      out.ref = ref;
     } else if (node.has("data")) {
       this.arc.budget.charge(need, `${where}: inline array data`);
-      bytes = inlineData(node.get("data"), d, shape.dims, where);
-      return { ...out, sha256: sha256(bytes) }; // already little-endian
+      out.bytes = inlineData(node.get("data"), d, shape.dims, where);
+      return out; // already little-endian
     } else if (node.has("base64")) {
       this.arc.budget.charge(need, `${where}: inline array data`);
       bytes = fromBase64(node.get("base64"), where, need);
     } else throw this.fail(path, "a numpy.ndarray node needs '$ref', 'data', 'base64' or 'items'");
     if (d.order === ">") swapInPlace(bytes, swapUnit(d));
-    out.sha256 = sha256(bytes);
+    out.bytes = bytes;
     return out;
+  }
+
+  /** A one-dimensional integer or bool array's values as Numbers (BigInt past 2^53 refused). */
+  arrayNumbers(node, path, length, kinds, what) {
+    const a = this.arrayBytes(node, path);
+    if (a.dims.length !== 1 || !kinds.includes(a.d.kind) || (length !== null && a.dims[0] !== length)) {
+      throw this.fail(path, `${what} must be a one-dimensional ${kinds.includes("b") ? "bool" : "signed integer"} array of ${length} items (int64 or int32 for offsets)`);
+    }
+    const dv = new DataView(a.bytes.buffer, a.bytes.byteOffset, a.bytes.byteLength);
+    const out = new Array(a.count);
+    const s = a.d.itemsize;
+    for (let i = 0; i < a.count; i++) {
+      if (a.d.kind === "b") out[i] = a.bytes[i] !== 0;
+      else if (s === 8) {
+        const v = a.d.kind === "i" ? dv.getBigInt64(8 * i, true) : dv.getBigUint64(8 * i, true);
+        out[i] = v > TWO53 || v < -TWO53 ? (v < 0n ? -Infinity : Infinity) : Number(v);
+      } else if (s === 4) out[i] = a.d.kind === "i" ? dv.getInt32(4 * i, true) : dv.getUint32(4 * i, true);
+      else if (s === 2) out[i] = a.d.kind === "i" ? dv.getInt16(2 * i, true) : dv.getUint16(2 * i, true);
+      else out[i] = a.d.kind === "i" ? dv.getInt8(i) : dv.getUint8(i);
+    }
+    return { values: out, d: a.d };
   }
 
   tScalar(node, path) {
