@@ -424,6 +424,7 @@ export class Describer {
     if (first === undefined) this.identities.set(identity, path);
     else out.same_as = first;
     out.storage = { offset: v.offset, stride: v.stride };
+    if (this.onTensor) this.onTensor(path, v.t.name, v.shape.dims, v.bytes);
     this.tensors.push([out, v.entry.join("\u0000"), identity, v.shape.count > 0]);
     return out;
   }
