@@ -29,7 +29,7 @@ from zarchive.neutral import canonical_json, neutral_form_of
 
 torch = pytest.importorskip("torch")
 
-from zarchive.torchutil import ConfiguredModel, set_config_class  # noqa: E402
+from zarchive.torchutil import ConfiguredModel, set_config_class
 
 ROOT = Path(__file__).resolve().parents[1]
 JS = ROOT / "js"
