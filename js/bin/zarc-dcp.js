@@ -3,11 +3,12 @@
 // JSON: each tensor as {dtype, shape, sha256 of its values in C order, little-endian}, other values
 // as plain JSON (or their neutral description).
 
-import { existsSync, lstatSync, readFileSync } from "node:fs";
+import { existsSync, lstatSync } from "node:fs";
 import { join } from "node:path";
 import { readCheckpoint } from "../src/dcp.js";
 import { ZarcError } from "../src/index.js";
 import { sha256 } from "../src/sha256.js";
+import { fileSource } from "../src/node.js";
 
 function main(argv) {
   if (argv.length !== 1) {
@@ -19,7 +20,7 @@ function main(argv) {
     return existsSync(p) && lstatSync(p).isFile() ? p : null;
   };
   const files = {
-    get: (n) => (regular(n) ? new Uint8Array(readFileSync(regular(n))) : null),
+    get: (n) => (regular(n) ? fileSource(regular(n)) : null),
     size: (n) => (regular(n) ? lstatSync(regular(n)).size : null),
   };
   try {

@@ -2,8 +2,8 @@
 // zarc-hash FILE [OBJPATH]: prints the weights hash (spec/weights-hash.md) of the value at OBJPATH,
 // as `zarchive hash FILE [OBJPATH]` does.
 
-import { readFileSync, statSync } from "node:fs";
 import { openArchive, weightsHash, ZarcError } from "../src/index.js";
+import { fileSource } from "../src/node.js";
 
 function main(argv) {
   if (argv.length < 1 || argv.length > 2) {
@@ -11,9 +11,12 @@ function main(argv) {
     return 2;
   }
   try {
-    if (!statSync(argv[0]).isFile()) throw new ZarcError(`${argv[0]} is not a regular file`);
-    const arc = openArchive(new Uint8Array(readFileSync(argv[0])));
-    process.stdout.write(`${weightsHash(arc, argv[1] ?? "")}\n`);
+    const src = fileSource(argv[0]);
+    try {
+      process.stdout.write(`${weightsHash(openArchive(src), argv[1] ?? "")}\n`);
+    } finally {
+      src.close();
+    }
     return 0;
   } catch (e) {
     if (!(e instanceof ZarcError) && !(e && e.code)) throw e;

@@ -3,10 +3,8 @@
 // same text `zarchive neutral FILE` prints. Exit status 1 with a message on stderr when the file is
 // refused.
 
-import { readFileSync, statSync } from "node:fs";
 import { neutralText, ZarcError } from "../src/index.js";
-
-const MAX_FILE = 2 ** 31; // the whole file is read into memory
+import { fileSource } from "../src/node.js";
 
 function main(argv) {
   if (argv.length !== 1 || argv[0].startsWith("-")) {
@@ -15,11 +13,12 @@ function main(argv) {
   }
   const file = argv[0];
   try {
-    const st = statSync(file);
-    if (!st.isFile()) throw new ZarcError(`${file} is not a regular file`);
-    if (st.size > MAX_FILE) throw new ZarcError(`${file} is ${st.size} bytes, more than this reader reads into memory`);
-    const bytes = new Uint8Array(readFileSync(file));
-    process.stdout.write(neutralText(bytes, { name: file }));
+    const src = fileSource(file);
+    try {
+      process.stdout.write(neutralText(src, { name: file }));
+    } finally {
+      src.close();
+    }
     return 0;
   } catch (e) {
     if (e instanceof ZarcError) {

@@ -5,7 +5,7 @@ import { checkChunks, decodeChunk } from "./bgzstd.js";
 import { crc32, crcHex } from "./crc32.js";
 import { FormatError, IntegrityError, MemberNotFoundError, UnsafeArchiveError, VersionError } from "./errors.js";
 import { parseCost, parseJsonBytes } from "./json.js";
-import { readZip } from "./zip.js";
+import { asSource, readZip } from "./zip.js";
 import { decodeFrame } from "./zstd.js";
 import { checkExports } from "./exports.js";
 
@@ -33,16 +33,17 @@ const isCount = (v) => typeof v === "bigint" && v >= 0n && v <= BigInt(Number.MA
 
 export class Archive {
   /**
-   * @param {Uint8Array} bytes the whole file
+   * @param {Uint8Array | {size: number, read(offset: number, length: number): Uint8Array}} bytes the file
    * @param {{maxReadBytes?: number, maxDecompressed?: number, name?: string}} opts
    */
   constructor(bytes, opts = {}) {
-    this.bytes = bytes;
+    this.src = asSource(bytes);
+    this.inMemory = bytes instanceof Uint8Array; // else members read are charged to the budget
     this.name = opts.name ?? "archive";
-    this.budget = new Budget(opts.maxReadBytes ?? 2 ** 30 + 16 * bytes.length);
+    this.budget = new Budget(opts.maxReadBytes ?? 2 ** 30 + 16 * this.src.size);
     this.maxDecompressed = opts.maxDecompressed ?? MAX_DECOMPRESSED;
     this.cache = new Map();
-    const entries = readZip(bytes);
+    const entries = readZip(this.src);
     this.entries = new Map(entries.map((e) => [e.name, e]));
     for (const n of RESERVED) {
       if (!this.entries.has(n)) throw new FormatError(`the archive has no '${n}': not a zarchive file`);
@@ -57,7 +58,7 @@ export class Archive {
   /** A reserved JSON member, its zip CRC checked, parsed strictly. */
   json(entry, what) {
     if (entry.size > MAX_JSON_MEMBER) throw new UnsafeArchiveError(`${what} is ${entry.size} bytes, over the limit of ${MAX_JSON_MEMBER} for a JSON member`);
-    const raw = this.bytes.subarray(entry.offset, entry.offset + entry.size);
+    const raw = this.read(entry);
     if (crc32(raw) !== entry.crc) throw new IntegrityError(`${what}: its bytes do not match the zip's CRC: the file is damaged`);
     this.budget.charge(parseCost(raw), `parsing this JSON (${what})`);
     return parseJsonBytes(raw, what);
@@ -120,10 +121,15 @@ export class Archive {
     return out;
   }
 
-  /** The stored bytes of a member (a view of the file). */
+  /** The stored bytes of a member. */
   stored(name) {
-    const e = this.entries.get(name);
-    return this.bytes.subarray(e.offset, e.offset + e.size);
+    return this.read(this.entries.get(name));
+  }
+
+  read(e) {
+    const out = this.src.read(e.offset, e.size);
+    if (out.length !== e.size) throw new IntegrityError(`member '${e.name}': the file ended early (it shrank while open?)`);
+    return out;
   }
 
   /** A member named by a `$ref`, looked up (not decoded); `path` names the node in errors. */
@@ -138,7 +144,7 @@ export class Archive {
   /** Charges a member's decoded size once, before it is decoded (reading.md section 3). */
   plan(name, path) {
     const m = this.ref(name, path);
-    if (m.codec !== "none" && !m.planned) {
+    if ((m.codec !== "none" || !this.inMemory) && !m.planned) {
       if (m.size > this.maxDecompressed) throw new UnsafeArchiveError(`member '${name}' decodes to ${m.size} bytes, over the limit of ${this.maxDecompressed}`);
       this.budget.charge(m.size, `member '${name}' (at ${path || "(root)"})`);
       m.planned = true;

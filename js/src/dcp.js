@@ -7,6 +7,7 @@ import { Describer } from "./describe.js";
 import { FormatError, IntegrityError, MemberNotFoundError, UnsafeArchiveError, VersionError } from "./errors.js";
 import { TORCH } from "./dtypes.js";
 import { TABLE_TYPES } from "./frames.js";
+import { asSource } from "./zip.js";
 
 const SHARD = /^shard-[0-9a-f]{8,64}-[0-9]{5,9}\.zarc$/;
 const FORMATS = ["contiguous_format", "channels_last", "channels_last_3d", "preserve_format"];
@@ -103,8 +104,9 @@ export function checkIndex(root, sizes) {
 }
 
 /**
- * Reads a sharded checkpoint. `files.get(name)` gives a file's bytes, `files.size(name)` its size
- * (null when absent). Returns the nested state dict: tensors as {dtype, shape, bytes}, values as
+ * Reads a sharded checkpoint. `files.get(name)` gives a file (a Uint8Array or a byte source,
+ * null when absent), `files.size(name)` its size (null when absent); only files the index names are
+ * asked for. Returns the nested state dict: tensors as {dtype, shape, bytes}, values as
  * plain JSON where they are plain, else their neutral DESC.
  */
 export function readCheckpoint(files, opts = {}) {
@@ -112,7 +114,7 @@ export function readCheckpoint(files, opts = {}) {
   if (!indexBytes) throw new MemberNotFoundError("the directory has no index.zarc: not a sharded checkpoint");
   const index = new Archive(indexBytes, opts);
   const root = checkIndex(plainOf(new Describer(index, {}).run(), "index.zarc"), (n) => files.size(n));
-  const total = root.shards.reduce((a, s) => a + s.size, indexBytes.length);
+  const total = root.shards.reduce((a, s) => a + s.size, asSource(indexBytes).size);
   const budget = opts.maxReadBytes ?? 2 ** 30 + 16 * total;
   let used = 0;
   const shards = new Map();

@@ -35,44 +35,67 @@ function notZip(buf) {
   return null;
 }
 
+/** A random-access byte source over a Uint8Array: {size, read(offset, length)}. */
+export function bytesSource(bytes) {
+  return { size: bytes.length, read: (offset, length) => bytes.subarray(offset, offset + length) };
+}
+
+/** A byte source (a Uint8Array, or {size, read(offset, length)}) as {size, read}. */
+export function asSource(x) {
+  return x instanceof Uint8Array ? bytesSource(x) : x;
+}
+
+/** `length` bytes at `offset`, refused when they run past the file. */
+function take(src, offset, length, what) {
+  if (offset < 0 || offset + length > src.size) throw new NotAZipError(`${what} runs past the end of the file: truncated`);
+  const out = src.read(offset, length);
+  if (out.length !== length) throw new NotAZipError(`${what}: the file ended early (it shrank while open?)`);
+  return out;
+}
+
 /**
  * The entries of a zarchive zip: [{name, offset (of its data), size, crc, localOffset}], in central
- * directory order. `buf` is the whole file.
+ * directory order. `source` is the file: a Uint8Array or {size, read(offset, length)}.
  */
-export function readZip(buf, { maxEntries = MAX_ENTRIES } = {}) {
-  const plain = notZip(buf);
+export function readZip(source, { maxEntries = MAX_ENTRIES } = {}) {
+  const src = asSource(source);
+  const n = src.size;
+  const plain = notZip(take(src, 0, Math.min(n, 200), "the start"));
   if (plain) throw plain;
-  const n = buf.length;
   if (n < 22) throw new NotAZipError(`the file is truncated or not a zip archive (${n} bytes)`);
   const e = n - 22;
-  if (u32(buf, e) !== EOCD) {
-    if (u32(buf, 0) !== LFH) throw new NotAZipError("not a zip archive (no zip signature at its start)");
+  const end = take(src, e, 22, "the end record");
+  if (u32(end, 0) !== EOCD) {
+    if (u32(take(src, 0, 4, "the start"), 0) !== LFH) throw new NotAZipError("not a zip archive (no zip signature at its start)");
     throw new NotAZipError(
       "no end-of-directory record at the end of the file: it is truncated, has a comment, or has bytes appended",
     );
   }
-  if (u16(buf, e + 20) !== 0) throw new NotAZipError("the archive has a comment, which zarchive never writes");
-  let disk = u16(buf, e + 4);
-  let cdDisk = u16(buf, e + 6);
-  let onDisk = u16(buf, e + 8);
-  let count = u16(buf, e + 10);
-  let cdSize = u32(buf, e + 12);
-  let cdOffset = u32(buf, e + 16);
+  if (u16(end, 20) !== 0) throw new NotAZipError("the archive has a comment, which zarchive never writes");
+  let disk = u16(end, 4);
+  let cdDisk = u16(end, 6);
+  let onDisk = u16(end, 8);
+  let count = u16(end, 10);
+  let cdSize = u32(end, 12);
+  let cdOffset = u32(end, 16);
   let cdEnd = e; // where the central directory must end
   const z64 = count === 0xffff || onDisk === 0xffff || cdSize === U32 || cdOffset === U32 || disk === 0xffff;
   if (z64) {
     const l = e - 20;
-    if (l < 0 || u32(buf, l) !== Z64_LOC) throw new NotAZipError("ZIP64 values without a zip64 end locator");
-    if (u32(buf, l + 4) !== 0 || u32(buf, l + 16) !== 1) throw new NotAZipError("a multi-disk archive (zip64 locator)");
-    const r = u64(buf, l + 8);
-    if (r + 56 > l || u32(buf, r) !== Z64_EOCD) throw new NotAZipError("the zip64 end record is missing or truncated");
-    if (r + 12 + u64(buf, r + 4) !== l) throw new NotAZipError("the zip64 end record does not end where its locator starts");
-    disk = u32(buf, r + 16);
-    cdDisk = u32(buf, r + 20);
-    onDisk = u64(buf, r + 24);
-    count = u64(buf, r + 32);
-    cdSize = u64(buf, r + 40);
-    cdOffset = u64(buf, r + 48);
+    const loc = l >= 0 ? take(src, l, 20, "the zip64 locator") : null;
+    if (!loc || u32(loc, 0) !== Z64_LOC) throw new NotAZipError("ZIP64 values without a zip64 end locator");
+    if (u32(loc, 4) !== 0 || u32(loc, 16) !== 1) throw new NotAZipError("a multi-disk archive (zip64 locator)");
+    const r = u64(loc, 8);
+    if (r + 56 > l) throw new NotAZipError("the zip64 end record is missing or truncated");
+    const rec = take(src, r, 56, "the zip64 end record");
+    if (u32(rec, 0) !== Z64_EOCD) throw new NotAZipError("the zip64 end record is missing or truncated");
+    if (r + 12 + u64(rec, 4) !== l) throw new NotAZipError("the zip64 end record does not end where its locator starts");
+    disk = u32(rec, 16);
+    cdDisk = u32(rec, 20);
+    onDisk = u64(rec, 24);
+    count = u64(rec, 32);
+    cdSize = u64(rec, 40);
+    cdOffset = u64(rec, 48);
     cdEnd = r;
   }
   if (disk !== 0 || cdDisk !== 0 || onDisk !== count) throw new NotAZipError("a multi-disk archive: not supported");
@@ -83,10 +106,11 @@ export function readZip(buf, { maxEntries = MAX_ENTRIES } = {}) {
   }
   if (count * 46 > cdSize) throw new NotAZipError(`the central directory is too small for ${count} entries: truncated`);
 
+  const buf = take(src, cdOffset, cdSize, "the central directory");
   const entries = [];
-  let p = cdOffset;
+  let p = 0;
   for (let k = 0; k < count; k++) {
-    if (p + 46 > cdEnd || u32(buf, p) !== CDH) throw new NotAZipError(`central directory entry ${k} is truncated or damaged`);
+    if (p + 46 > cdSize || u32(buf, p) !== CDH) throw new NotAZipError(`central directory entry ${k} is truncated or damaged`);
     const flags = u16(buf, p + 8);
     const method = u16(buf, p + 10);
     const crc = u32(buf, p + 16);
@@ -97,12 +121,11 @@ export function readZip(buf, { maxEntries = MAX_ENTRIES } = {}) {
     const clen = u16(buf, p + 32);
     const diskStart = u16(buf, p + 34);
     let local = u32(buf, p + 42);
-    const end = p + 46 + nlen + xlen + clen;
-    if (end > cdEnd) throw new NotAZipError(`central directory entry ${k} runs past the directory`);
-    const rawName = buf.subarray(p + 46, p + 46 + nlen);
+    const next = p + 46 + nlen + xlen + clen;
+    if (next > cdSize) throw new NotAZipError(`central directory entry ${k} runs past the directory`);
+    const rawName = buf.slice(p + 46, p + 46 + nlen);
     const name = checkName(rawName);
-    const extra = buf.subarray(p + 46 + nlen, p + 46 + nlen + xlen);
-    const z = zip64Extra(extra, name);
+    const z = zip64Extra(buf.subarray(p + 46 + nlen, p + 46 + nlen + xlen), name);
     if (usize === U32) usize = z.next("uncompressed size");
     if (csize === U32) csize = z.next("compressed size");
     if (local === U32) local = z.next("local header offset");
@@ -110,11 +133,11 @@ export function readZip(buf, { maxEntries = MAX_ENTRIES } = {}) {
     checkFlags(flags, method, name);
     if (csize !== usize) throw new UnsafeArchiveError(`member '${name}': its compressed and uncompressed sizes differ`);
     entries.push({ name, rawName, flags, crc, size: usize, localOffset: local, offset: -1 });
-    p = end;
+    p = next;
   }
-  if (p !== cdEnd) throw new NotAZipError("the central directory holds more bytes than its entries (count lies?)");
+  if (p !== cdSize) throw new NotAZipError("the central directory holds more bytes than its entries (count lies?)");
 
-  for (const en of entries) readLocal(buf, en, cdOffset);
+  for (const en of entries) readLocal(src, en, cdOffset);
   checkOverlaps(entries, cdOffset);
   checkDuplicates(entries);
   return entries;
@@ -147,23 +170,23 @@ function checkFlags(flags, method, name) {
   if (method !== 0) throw new UnsafeArchiveError(`member '${name}' uses compression method ${method}; zarchive stores every member (method 0)`);
 }
 
-function readLocal(buf, en, cdOffset) {
+function readLocal(src, en, cdOffset) {
   const p = en.localOffset;
-  if (p + 30 > cdOffset || u32(buf, p) !== LFH) {
-    throw new UnsafeArchiveError(`member '${en.name}': no local header at offset ${p}`);
-  }
-  const flags = u16(buf, p + 6);
-  const method = u16(buf, p + 8);
-  const crc = u32(buf, p + 14);
-  let csize = u32(buf, p + 18);
-  let usize = u32(buf, p + 22);
-  const nlen = u16(buf, p + 26);
-  const xlen = u16(buf, p + 28);
+  if (p + 30 > cdOffset) throw new UnsafeArchiveError(`member '${en.name}': no local header at offset ${p}`);
+  const head = take(src, p, 30, `the local header of '${en.name}'`);
+  if (u32(head, 0) !== LFH) throw new UnsafeArchiveError(`member '${en.name}': no local header at offset ${p}`);
+  const flags = u16(head, 6);
+  const method = u16(head, 8);
+  const crc = u32(head, 14);
+  let csize = u32(head, 18);
+  let usize = u32(head, 22);
+  const nlen = u16(head, 26);
+  const xlen = u16(head, 28);
   const data = p + 30 + nlen + xlen;
   if (data > cdOffset) throw new UnsafeArchiveError(`member '${en.name}': its local header runs into the central directory`);
-  const rawName = buf.subarray(p + 30, p + 30 + nlen);
-  if (!sameBytes(rawName, en.rawName)) throw new UnsafeArchiveError(`member '${en.name}': its local header names a different member`);
-  const z = zip64Extra(buf.subarray(p + 30 + nlen, data), en.name);
+  const rest = take(src, p + 30, nlen + xlen, `the local header of '${en.name}'`);
+  if (!sameBytes(rest.subarray(0, nlen), en.rawName)) throw new UnsafeArchiveError(`member '${en.name}': its local header names a different member`);
+  const z = zip64Extra(rest.subarray(nlen), en.name);
   if (usize === U32) usize = z.next("uncompressed size");
   if (csize === U32) csize = z.next("compressed size");
   checkFlags(flags, method, en.name);
