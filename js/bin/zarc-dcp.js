@@ -33,8 +33,8 @@ function main(argv) {
     return 0;
   } catch (e) {
     if (!(e instanceof ZarcError)) throw e;
-    process.stderr.write(`zarc-dcp: ${e.name}: ${e.message}\n`);
-    return 1;
+    process.stderr.write(`zarc-dcp: error: ${e.name}: ${e.message}\n`);
+    return 2;
   }
 }
 

@@ -20,8 +20,8 @@ function main(argv) {
     return 0;
   } catch (e) {
     if (!(e instanceof ZarcError) && !(e && e.code)) throw e;
-    process.stderr.write(`zarc-hash: ${e.name}: ${e.message}\n`);
-    return 1;
+    process.stderr.write(`zarc-hash: error: ${e.name}: ${e.message}\n`);
+    return 2;
   }
 }
 

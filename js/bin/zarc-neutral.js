@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // zarc-neutral FILE: prints the class-free neutral form of a zarchive file (spec/neutral.md), the
-// same text `zarchive neutral FILE` prints. Exit status 1 with a message on stderr when the file is
-// refused.
+// same text `zarchive neutral FILE` prints. A refused file prints nothing on stdout, one line
+// `zarc-neutral: error: ...` on stderr, and exits 2 (as `zarchive neutral`, spec/neutral.md 1.2).
 
 import { neutralText, ZarcError } from "../src/index.js";
 import { fileSource } from "../src/node.js";
@@ -22,12 +22,12 @@ function main(argv) {
     return 0;
   } catch (e) {
     if (e instanceof ZarcError) {
-      process.stderr.write(`zarc-neutral: ${e.name}: ${e.message}\n`);
-      return 1;
+      process.stderr.write(`zarc-neutral: error: ${e.name}: ${e.message}\n`);
+      return 2;
     }
     if (e && e.code && /^E[A-Z]+$/.test(e.code)) {
-      process.stderr.write(`zarc-neutral: ${e.message}\n`);
-      return 1;
+      process.stderr.write(`zarc-neutral: error: ${e.message}\n`);
+      return 2;
     }
     throw e;
   }

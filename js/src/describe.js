@@ -9,7 +9,7 @@ import { sha256 } from "./sha256.js";
 import { checkShape, numpyDtype, numpyName, torchDtype } from "./dtypes.js";
 import { readNpy } from "./npy.js";
 import { readSafetensors } from "./safetensors.js";
-import { fortranToC, fromBase64, gather, inlineData, swapInPlace, swapUnit } from "./values.js";
+import { fortranToC, fromBase64, gather, inlineData, swapInPlace, swapUnit, toHalfBits } from "./values.js";
 import { tensorRows } from "./tables.js";
 
 export const FORM_NAME = "zarchive-generic-1";
@@ -347,11 +347,9 @@ export class Describer {
         cps.forEach((c, i) => new DataView(bytes.buffer).setUint32(4 * i, c, true));
         return { kind: "numpy.scalar", dtype: dtext, hex: hex(bytes) };
       }
-      if (d.kind === "f" && isMap(v)) v = bitsToFloat(floatPart(v, path));
-      if (d.kind === "f" && d.size === 8 && typeof v === "number") {
-        bytes = new Uint8Array(8);
-        new DataView(bytes.buffer).setFloat64(0, v, true);
-        return { kind: "numpy.scalar", dtype: dtext, hex: hex(bytes) };
+      if (d.kind === "f" && d.size <= 8 && (isMap(v) || typeof v === "number" || isInt(v))) {
+        const bits = BigInt(`0x${floatPart(v, path)}`);
+        return { kind: "numpy.scalar", dtype: dtext, hex: hex(narrow(bits, d.size)) };
       }
       bytes = inlineData(v, { ...d }, [], where);
       return { kind: "numpy.scalar", dtype: dtext, hex: hex(bytes) };
@@ -525,6 +523,27 @@ export function hex(bytes) {
   let s = "";
   for (const b of bytes) s += b.toString(16).padStart(2, "0");
   return s;
+}
+
+/**
+ * A double (its 64 bits) narrowed to a float of `size` bytes, little-endian (neutral.md section 4):
+ * a NaN keeps its sign, gets the quiet bit and the top bits of its fraction; others round.
+ */
+function narrow(bits, size) {
+  const out = new Uint8Array(size);
+  const dv = new DataView(out.buffer);
+  const x = bitsToFloat(bits.toString(16).padStart(16, "0"));
+  const sign = Number(bits >> 63n);
+  const frac = bits & ((1n << 52n) - 1n);
+  if (size === 8) dv.setBigUint64(0, bits, true);
+  else if (size === 4) {
+    if (Number.isNaN(x)) dv.setUint32(0, ((sign << 31) | 0x7fc00000 | Number(frac >> 29n)) >>> 0, true);
+    else dv.setFloat32(0, x, true);
+  } else if (size === 2) {
+    if (Number.isNaN(x)) dv.setUint16(0, (sign << 15) | 0x7e00 | Number(frac >> 42n), true);
+    else dv.setUint16(0, toHalfBits(x), true);
+  } else throw new FormatError(`a float scalar of ${size} bytes cannot be given as a number`);
+  return out;
 }
 
 function bitsToFloat(bits) {
