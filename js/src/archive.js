@@ -117,7 +117,7 @@ export class Archive {
       out.contentCrc = c;
     }
     if (codec === "bgzstd") out.chunks = checkChunks(info.get("chunks"), name, size, stored);
-    if (codec === "none" && info.has("entries")) out.rawEntries = info.get("entries");
+    if (codec === "none" && info.has("entries")) out.entries = checkEntries(info.get("entries"), name, size);
     return out;
   }
 
@@ -178,13 +178,26 @@ export class Archive {
     for (const [name, m] of this.members) {
       if (RESERVED.has(name)) continue;
       const out = this.member(name);
-      if (m.rawEntries === undefined) continue;
-      for (const [label, off, size, crc] of checkEntries(m.rawEntries, name, m.size)) {
-        if (crcHex(crc32(out.subarray(off, off + size))) !== crc) {
-          throw new IntegrityError(`member '${name}': the bytes of entry '${label}' do not match their checksum`);
-        }
-      }
+      if (!m.entries) continue;
+      checkOverlaps(m.entries, name);
+      for (const [label] of m.entries) this.checkEntry(name, label, out);
     }
+  }
+
+  /**
+   * Checks one entry's checksum (spec 6), once: what a lazy read of a tensor checks (its entry and
+   * its member's `$header`). Members without entries, or without this label, pass.
+   */
+  checkEntry(name, label, bytes = null) {
+    const m = this.members.get(name);
+    const row = m?.entries?.find((r) => r[0] === label);
+    if (!row || (m.checked ??= new Set()).has(label)) return;
+    const [, off, size, crc] = row;
+    const data = bytes ?? this.member(name);
+    if (crcHex(crc32(data.subarray(off, off + size))) !== crc) {
+      throw new IntegrityError(`member '${name}': the bytes of entry '${label}' do not match their checksum`);
+    }
+    m.checked.add(label);
   }
 }
 
@@ -205,9 +218,13 @@ function checkEntries(raw, name, size) {
     seen.add(label);
     out.push([label, Number(row[1]), Number(row[2]), row[3]]);
   }
-  const sorted = [...out].sort((a, b) => a[1] - b[1]);
+  return out;
+}
+
+/** Entries of one member that overlap are refused by verify, so it reads each byte once (reading.md 3). */
+function checkOverlaps(rows, name) {
+  const sorted = [...rows].sort((a, b) => a[1] - b[1]);
   for (let k = 1; k < sorted.length; k++) {
     if (sorted[k - 1][1] + sorted[k - 1][2] > sorted[k][1]) throw new FormatError(`member '${name}': checksum entries '${sorted[k - 1][0]}' and '${sorted[k][0]}' overlap`);
   }
-  return out;
 }

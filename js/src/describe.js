@@ -379,6 +379,8 @@ export class Describer {
     }
     const e = header.get(key);
     if (!e) throw this.fail(path, `tensor '${key}' is not in the member '${ref}'`);
+    this.arc.checkEntry(ref, "$header");
+    this.arc.checkEntry(ref, key);
     const storage = this.arc.member(ref, path).subarray(e.begin, e.end);
     const view = node.get("view");
     const need = shape.count * t.size;
