@@ -13,8 +13,10 @@ import dataclasses
 import datetime as dt
 import hashlib
 import json
+import os
 import shutil
 import subprocess
+import sys
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -291,3 +293,56 @@ def test_node_tests_pass() -> None:
     )
     assert got.returncode == 0, got.stdout[-6000:] + got.stderr[-2000:]
     assert "# fail 0" in got.stdout
+
+
+PY_CORPUS = """
+import json, pathlib, sys
+from zarchive.neutral import canonical_json, neutral_form_of
+out = {}
+for f in sorted(pathlib.Path(sys.argv[1]).glob("*.zarc")):
+    try:
+        out[f.name] = canonical_json(neutral_form_of(f))
+    except Exception as e:  # the refusals are compared, by kind
+        out[f.name] = "refused: " + type(e).__name__
+json.dump(out, sys.stdout)
+"""
+
+JS_CORPUS = """
+import { readFileSync, readdirSync } from "node:fs";
+import { neutralText } from "./js/src/index.js";
+const dir = process.argv[1];
+const out = {};
+for (const f of readdirSync(dir).filter((f) => f.endsWith(".zarc")).sort()) {
+  try { out[f] = neutralText(new Uint8Array(readFileSync(`${dir}/${f}`))); }
+  catch (e) { if (!e.name || e.constructor.name === "Error" || e instanceof TypeError || e instanceof RangeError) throw e; out[f] = "refused: " + e.name; }
+}
+process.stdout.write(JSON.stringify(out));
+"""
+
+
+def test_js_and_zarchive_neutral_agree_on_the_hostile_corpus() -> None:
+    """Every file of the hostile corpus: refused by both (a crash of the JS reader fails), or read
+    to the same form. Both run in child processes under an address-space and time limit."""
+    corpus = str(ROOT / "tests" / "hostile" / "corpus")
+    py = subprocess.run(
+        [*LIMIT, "timeout", "600", sys.executable, "-c", PY_CORPUS, corpus],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=660,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    js = subprocess.run(
+        [*LIMIT, "timeout", "600", str(NODE), "--input-type=module", "-e", JS_CORPUS, corpus],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=660,
+        check=True,
+    )
+    want, got = json.loads(py.stdout), json.loads(js.stdout)
+    assert want.keys() == got.keys()
+    differ = [f for f in want if want[f].startswith("refused") != got[f].startswith("refused")]
+    differ += [f for f in want if not want[f].startswith("refused") and want[f] != got[f]]
+    assert not differ, {f: (want[f][:80], got[f][:80]) for f in differ}
