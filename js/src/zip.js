@@ -242,16 +242,20 @@ export function checkName(raw) {
   return name;
 }
 
-/** The key names are compared under: NFC, then case folding (approximated: upper, then lower case). */
+/**
+ * The key names are compared under (spec section 1): NFC, then Unicode's default full lowercase
+ * mapping. (Names equal only under full case folding, such as `ß` and `ss`, MAY be refused; this
+ * reader does not refuse them.)
+ */
 export function foldName(name) {
-  return name.normalize("NFC").toUpperCase().toLowerCase().normalize("NFC");
+  return name.normalize("NFC").toLowerCase();
 }
 
 function checkDuplicates(entries) {
   const seen = new Map();
   for (const en of entries) {
     const k = foldName(en.name);
-    if (seen.has(k)) throw new UnsafeArchiveError(`duplicate member name '${en.name}' (same as '${seen.get(k)}' after NFC and case folding)`);
+    if (seen.has(k)) throw new UnsafeArchiveError(`duplicate member name '${en.name}' (same as '${seen.get(k)}' after NFC and lowercasing)`);
     seen.set(k, en.name);
   }
 }
