@@ -259,7 +259,7 @@ def test_js_reads_a_fresh_sharded_checkpoint(tmp_path: Path) -> None:
     from zarchive.dcp import ZArchiveWriter
 
     torch.manual_seed(0)
-    state = {
+    state: dict[str, Any] = {
         "model": {"w": torch.randn(5, 3), "b": torch.arange(4, dtype=torch.bfloat16)},
         "step": 7,
         "hp": {"lr": 0.5, "names": ["a", "b"]},
