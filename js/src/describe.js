@@ -110,7 +110,6 @@ export class Describer {
     if (!isInt(nbytes) || Number(nbytes) !== m.size) {
       throw new UnsafeArchiveError(`at ${path || "(root)"}: member '${ref}' declares ${m.size} bytes, the manifest needs ${nbytes}`);
     }
-    if (m.codec === "none") this.arc.budget.charge(0, "");
     return this.arc.member(ref, path);
   }
 
