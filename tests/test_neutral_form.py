@@ -19,7 +19,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "spec" / "examples"
 sys.path.insert(0, str(EXAMPLES))
 import make_generic
 
-ARCHIVES = sorted(EXAMPLES.glob("*.zarc"))
+ARCHIVES = sorted([*EXAMPLES.glob("*.zarc"), EXAMPLES / "dcp_sharded"])  # (a checkpoint directory too)
 
 
 def _form_file(archive: Path) -> Path:

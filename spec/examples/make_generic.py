@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Writes `<name>.generic.json` for every example archive: its class-free neutral form
+"""Writes `<name>.generic.json` for every example archive and checkpoint directory: its class-free neutral form
 (../neutral.md), what `zarchive neutral <name>.zarc` prints, byte for byte.
 
     python spec/examples/make_generic.py           # write the files that do not exist yet
@@ -23,12 +23,15 @@ from zarchive.neutral import canonical_json, neutral_form_of
 
 
 def examples() -> list[Path]:
-    """Every example archive that has a form of its own (not the `.uncompressed` twins)."""
-    return sorted(p for p in HERE.glob("*.zarc") if not p.name.endswith(".uncompressed.zarc"))
+    """Every example that has a form of its own: the archives (not the `.uncompressed` twins) and the
+    sharded checkpoint directories (`dcp_sharded/`, whose form is `dcp_sharded.generic.json`)."""
+    archives = [p for p in HERE.glob("*.zarc") if not p.name.endswith(".uncompressed.zarc")]
+    folders = [p for p in HERE.iterdir() if p.is_dir() and (p / "index.zarc").is_file()]
+    return sorted(archives + folders)
 
 
-def form_path(archive: Path) -> Path:
-    return archive.with_name(archive.name.removesuffix(".zarc") + ".generic.json")
+def form_path(example: Path) -> Path:
+    return example.with_name(example.name.removesuffix(".zarc") + ".generic.json")
 
 
 def main(argv: list[str]) -> int:

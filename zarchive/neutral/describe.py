@@ -51,8 +51,9 @@ class Describer:
     """One walk: `run()` gives the form's `value`. Tensor and array identities are collected on the
     way and `same_as` / `storage` filled in at the end (they need the whole tree)."""
 
-    def __init__(self, arc: NodeSource) -> None:
+    def __init__(self, arc: NodeSource, budget: ReadBudget | None = None) -> None:
         self.arc = arc
+        self.budget = budget if budget is not None else arc.read_budget
         self.depth = 0
         self.hashed = 0  # bytes of values hashed so far, charged against the read budget
         self.arrays: dict[str, str] = {}  # .npy member -> path of the first array node naming it
@@ -62,8 +63,12 @@ class Describer:
     def run(self) -> D:
         self.arc.plan("")  # every check of a read's phase one, before anything is described
         out = self.value(self.arc.node(""), "")
-        self._storages()
+        self.finish()
         return out
+
+    def finish(self) -> None:
+        """Fill in `storage` once every tensor of the walk was met."""
+        self._storages()
 
     # --- the dispatch ---
     def value(self, node: Any, path: str) -> D:
@@ -142,9 +147,8 @@ class Describer:
         the values hashed in all charged against the read budget (a view of a few bytes may name
         terabytes of values)."""
         self.hashed += value_nbytes(value)
-        budget = self.arc.read_budget
-        if budget is not None:
-            budget.fits(self.hashed, "hashing the values for the neutral form", path=path)
+        if self.budget is not None:
+            self.budget.fits(self.hashed, "hashing the values for the neutral form", path=path)
         return value_sha256(value)
 
     # --- node types of spec section 5.1 ---
@@ -471,7 +475,14 @@ _TYPED = {
 
 
 def neutral_form(arc: NodeSource) -> D:
-    """The class-free neutral form of an opened archive: `{"format": "zarchive-generic-1", "value": DESC}`."""
+    """The class-free neutral form of an opened archive (or sharded checkpoint directory):
+    `{"format": "zarchive-generic-1", "value": DESC}`."""
+    from ..dcp.view import ShardedCheckpoint
+
+    if isinstance(arc, ShardedCheckpoint):
+        from .sharded import ShardedDescriber
+
+        return {"format": FORM_NAME, "value": ShardedDescriber(arc).run()}
     return {"format": FORM_NAME, "value": Describer(arc).run()}
 
 
