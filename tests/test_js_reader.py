@@ -279,6 +279,7 @@ def test_js_reads_a_fresh_sharded_checkpoint(tmp_path: Path) -> None:
         assert read["model"][name] == want
     assert read["step"] == 7
     assert read["hp"] == {"lr": 0.5, "names": ["a", "b"]}
+    assert_same(tmp_path / "ckpt")  # the directory's class-free form (spec/neutral.md section 8)
 
 
 def test_node_tests_pass() -> None:

@@ -3,26 +3,17 @@
 // JSON: each tensor as {dtype, shape, sha256 of its values in C order, little-endian}, other values
 // as plain JSON (or their neutral description).
 
-import { existsSync, lstatSync } from "node:fs";
-import { join } from "node:path";
 import { readCheckpoint } from "../src/dcp.js";
 import { ZarcError } from "../src/index.js";
 import { sha256 } from "../src/sha256.js";
-import { fileSource } from "../src/node.js";
+import { directoryFiles } from "../src/node.js";
 
 function main(argv) {
   if (argv.length !== 1) {
     process.stderr.write("usage: zarc-dcp DIRECTORY\n");
     return 2;
   }
-  const regular = (n) => {
-    const p = join(argv[0], n);
-    return existsSync(p) && lstatSync(p).isFile() ? p : null;
-  };
-  const files = {
-    get: (n) => (regular(n) ? fileSource(regular(n)) : null),
-    size: (n) => (regular(n) ? lstatSync(regular(n)).size : null),
-  };
+  const files = directoryFiles(argv[0]);
   try {
     const show = (v) =>
       v && v.bytes ? { dtype: v.dtype, shape: v.shape, sha256: sha256(v.bytes) }

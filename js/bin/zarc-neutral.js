@@ -1,10 +1,12 @@
 #!/usr/bin/env node
-// zarc-neutral FILE: prints the class-free neutral form of a zarchive file (spec/neutral.md), the
-// same text `zarchive neutral FILE` prints. A refused file prints nothing on stdout, one line
+// zarc-neutral FILE: prints the class-free neutral form of a zarchive file, or of a sharded checkpoint
+// directory (spec/neutral.md), the same text `zarchive neutral FILE` prints. A refused file prints nothing on stdout, one line
 // `zarc-neutral: error: ...` on stderr, and exits 2 (as `zarchive neutral`, spec/neutral.md 1.2).
 
-import { neutralText, ZarcError } from "../src/index.js";
-import { fileSource } from "../src/node.js";
+import { statSync } from "node:fs";
+import { checkpointForm } from "../src/dcp.js";
+import { canonicalJson, neutralText, ZarcError } from "../src/index.js";
+import { directoryFiles, fileSource } from "../src/node.js";
 
 function main(argv) {
   if (argv.length !== 1 || argv[0].startsWith("-")) {
@@ -13,6 +15,10 @@ function main(argv) {
   }
   const file = argv[0];
   try {
+    if (statSync(file).isDirectory()) {
+      process.stdout.write(canonicalJson(checkpointForm(directoryFiles(file))));
+      return 0;
+    }
     const src = fileSource(file);
     try {
       process.stdout.write(neutralText(src, { name: file }));

@@ -3,7 +3,8 @@
 // layer reads the directory); the index is checked whole before any shard is opened.
 
 import { Archive } from "./archive.js";
-import { Describer } from "./describe.js";
+import { Describer, FORM_NAME, child } from "./describe.js";
+import { sha256 } from "./sha256.js";
 import { FormatError, IntegrityError, MemberNotFoundError, UnsafeArchiveError, VersionError } from "./errors.js";
 import { TORCH } from "./dtypes.js";
 import { TABLE_TYPES } from "./frames.js";
@@ -125,12 +126,12 @@ export function checkIndex(root, sizes, { indexSize = 0, maxReadBytes = null } =
 }
 
 /**
- * Reads a sharded checkpoint. `files.get(name)` gives a file (a Uint8Array or a byte source,
- * null when absent), `files.size(name)` its size (null when absent); only files the index names are
- * asked for. Returns the nested state dict: tensors as {dtype, shape, bytes}, values as
- * plain JSON where they are plain, else their neutral DESC.
+ * Opens a sharded checkpoint. `files.get(name)` gives a file (a Uint8Array or a byte source, null
+ * when absent), `files.size(name)` its size (null when absent); only files the index names are
+ * asked for. Returns {root (the checked index), tensor(entry) -> bytes, value(entry) -> {shard, node},
+ * verify()}.
  */
-export function readCheckpoint(files, opts = {}) {
+export function openCheckpoint(files, opts = {}) {
   const indexBytes = files.get("index.zarc");
   if (!indexBytes) throw new MemberNotFoundError("the directory has no index.zarc: not a sharded checkpoint");
   const index = new Archive(indexBytes, opts);
@@ -152,13 +153,7 @@ export function readCheckpoint(files, opts = {}) {
     }
     return shards.get(k);
   };
-  const out = {};
-  const put = (path, v) => {
-    let node = out;
-    for (let i = 0; i < path.length - 1; i++) node = node[path[i]] ??= typeof path[i + 1] === "number" ? [] : {};
-    node[path[path.length - 1]] = v;
-  };
-  for (const t of root.tensors) {
+  const tensor = (t) => {
     const size = TORCH[t.dtype][1];
     const count = t.shape.reduce((a, b) => a * b, 1);
     used += count * size;
@@ -177,23 +172,99 @@ export function readCheckpoint(files, opts = {}) {
       if (v.t.name !== t.dtype || v.shape.dims.join() !== sizes.join()) throw new FormatError(`${s.name}: chunk '${key}' is ${v.t.name}[${v.shape.dims}], the index says ${t.dtype}[${sizes}]`);
       copyBox(bytes, t.shape, v.bytes, offs, sizes, size);
     }
-    put(t.path, { dtype: t.dtype, shape: t.shape, bytes });
-  }
-  for (const o of root.objects) {
+    return bytes;
+  };
+  const value = (o) => {
     const s = shard(o.shard);
     const objects = s.root.get("objects");
     if (!(objects instanceof Map) || !objects.has(o.key)) throw new FormatError(`${s.name}: value '${o.key}' of ${o.fqn} is not in its shard`);
-    const d = s.w.value(objects.get(o.key), `objects/${o.key}`);
+    return { shard: s, node: objects.get(o.key) };
+  };
+  return { root, tensor, value, verify: () => [...shards.values()].forEach((s) => s.arc.verify()) };
+}
+
+/**
+ * Reads a sharded checkpoint (see openCheckpoint for `files`). Returns the nested state dict:
+ * tensors as {dtype, shape, bytes}, values as plain JSON where they are plain, else their neutral DESC.
+ */
+export function readCheckpoint(files, opts = {}) {
+  const ck = openCheckpoint(files, opts);
+  const out = {};
+  const put = (path, v) => {
+    let node = out;
+    for (let i = 0; i < path.length - 1; i++) node = node[path[i]] ??= typeof path[i + 1] === "number" ? [] : {};
+    node[path[path.length - 1]] = v;
+  };
+  for (const t of ck.root.tensors) put(t.path, { dtype: t.dtype, shape: t.shape, bytes: ck.tensor(t) });
+  for (const o of ck.root.objects) {
+    const { shard, node } = ck.value(o);
+    const d = shard.w.value(node, `objects/${o.key}`);
     let v;
     try {
-      v = plainOf(d, s.name);
+      v = plainOf(d, shard.name);
     } catch {
       v = d;
     }
     put(o.path, v);
   }
-  for (const s of shards.values()) s.arc.verify();
+  ck.verify();
   return out;
+}
+
+/**
+ * The class-free neutral form of a sharded checkpoint directory (spec/neutral.md section 8): the
+ * index's entries nested by path, tensors described by the values put together from their chunks,
+ * values by their nodes in their shards.
+ */
+export function checkpointForm(files, opts = {}) {
+  const ck = openCheckpoint(files, opts);
+  const top = { keys: [], kids: new Map() };
+  const place = (path) => {
+    let c = top;
+    for (let i = 0; i < path.length - 1; i++) {
+      const k = path[i];
+      if (!c.kids.has(k)) c.keys.push(k), c.kids.set(k, { keys: [], kids: new Map() });
+      c = c.kids.get(k);
+    }
+    return c;
+  };
+  for (const t of ck.root.tensors) {
+    const c = place(t.path);
+    const k = t.path[t.path.length - 1];
+    c.keys.push(k);
+    c.kids.set(k, { tensor: t });
+  }
+  for (const o of ck.root.objects) {
+    const c = place(o.path);
+    const k = o.path[o.path.length - 1];
+    c.keys.push(k);
+    c.kids.set(k, { object: o });
+  }
+  const describe = (n, path) => {
+    if (n.tensor) {
+      const t = n.tensor;
+      return { kind: "tensor", dtype: t.dtype, shape: t.shape, sha256: sha256(ck.tensor(t)), path };
+    }
+    if (n.object) {
+      const { shard } = ck.value(n.object);
+      const w = new Describer(shard.arc, TABLE_TYPES);
+      const out = w.value(ck.value(n.object).node, path);
+      w.storages();
+      return out;
+    }
+    const ints = n.keys.every((k) => typeof k === "number");
+    if (ints && n.keys.length && [...n.keys].sort((a, b) => a - b).every((k, i) => k === i)) {
+      return { kind: "list", items: n.keys.map((_, i) => describe(n.kids.get(i), child(path, i))), path };
+    }
+    if (ints && n.keys.length) {
+      const entries = n.keys.map((k) => [{ kind: "int", value: String(k), path: child(path, `${k}.key`) }, describe(n.kids.get(k), child(path, k))]);
+      return { kind: "dict", class: "dict", entries, path };
+    }
+    return { kind: "dict", class: "dict", entries: n.keys.map((k) => [String(k), describe(n.kids.get(k), child(path, k))]), path };
+  };
+  const value = describe(top, "");
+  ck.verify();
+  return { format: FORM_NAME, value };
 }
 
 /** Copies a chunk (C order, `sizes`) into the whole tensor (`shape`) at `offs`. */

@@ -1,7 +1,8 @@
 // The Node layer: files as random-access byte sources. Only this module (and bin/) uses Node's APIs;
 // the reader itself runs in browsers on a Uint8Array.
 
-import { closeSync, constants, fstatSync, openSync, readSync } from "node:fs";
+import { closeSync, constants, fstatSync, lstatSync, openSync, readSync } from "node:fs";
+import { join } from "node:path";
 import { ZarcError } from "./errors.js";
 
 /**
@@ -30,5 +31,24 @@ export function fileSource(path) {
     close() {
       closeSync(fd);
     },
+  };
+}
+
+/**
+ * A directory's files by name, for a sharded checkpoint: {get(name), size(name)}, each null where
+ * the name is not a regular file of the directory (names with a path separator never are).
+ */
+export function directoryFiles(dir) {
+  const path = (n) => {
+    if (n.includes("/") || n.includes("\\") || n === "." || n === "..") return null;
+    try {
+      return lstatSync(join(dir, n)).isFile() ? join(dir, n) : null;
+    } catch {
+      return null;
+    }
+  };
+  return {
+    get: (n) => (path(n) ? fileSource(path(n)) : null),
+    size: (n) => (path(n) ? lstatSync(path(n)).size : null),
   };
 }

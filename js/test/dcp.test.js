@@ -57,3 +57,9 @@ test("the index's checks: lying offsets, overlaps, an unknown layout", async () 
   assert.throws(() => checkIndex({ ...base(), layout: "other" }, size), /layout/);
   assert.throws(() => checkIndex({ ...base(), layout_version: 2 }, size), /newer/);
 });
+
+test("the DCP example's class-free form equals dcp_sharded.generic.json", async () => {
+  const { checkpointForm } = await import("../src/dcp.js");
+  const { canonicalJson } = await import("../src/index.js");
+  assert.equal(canonicalJson(checkpointForm(disk)), readFileSync(join(EXAMPLES, "dcp_sharded.generic.json"), "utf8"));
+});
