@@ -79,6 +79,7 @@ export class Describer {
     }
     if (typeof node === "number") return { kind: "float", bits: floatBits(node) };
     if (Array.isArray(node)) return { kind: "list", items: node.map((v, i) => this.value(v, child(path, i))) };
+    if (!isMap(node)) throw this.fail(path, "a node is missing here (a required field of its parent)");
     const tag = node.get("$type");
     if (tag === undefined) {
       for (const k of node.keys()) if (k.startsWith("$")) throw this.fail(path, `an object with '${k}' but no '$type'`);
