@@ -41,3 +41,18 @@ export function patchText(bytes, name, from, to) {
     return new TextEncoder().encode(text.replace(from, to));
   });
 }
+
+/** `bytes` (an archive) with its manifest replaced by `text`, padded with spaces to the old length, every CRC fixed. */
+export function withManifest(bytes, text) {
+  let oldCrc;
+  let newCrc;
+  const hex = (c) => c.toString(16).padStart(8, "0");
+  const out = patchMember(bytes, "manifest.json", (d) => {
+    if (text.length > d.length) throw new Error("the new manifest is longer than the old");
+    oldCrc = hex(crc32(d));
+    const n = new TextEncoder().encode(text.padEnd(d.length - 1, " ") + "\n");
+    newCrc = hex(crc32(n));
+    return n;
+  });
+  return patchText(out, "metadata.json", `"${oldCrc}"`, `"${newCrc}"`);
+}
