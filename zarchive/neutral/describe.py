@@ -478,11 +478,17 @@ def neutral_form(arc: NodeSource) -> D:
     """The class-free neutral form of an opened archive (or sharded checkpoint directory):
     `{"format": "zarchive-generic-1", "value": DESC}`."""
     from ..dcp.view import ShardedCheckpoint
+    from ..engine.lazy import LazyArchive
 
     if isinstance(arc, ShardedCheckpoint):
         from .sharded import ShardedDescriber
 
         return {"format": FORM_NAME, "value": ShardedDescriber(arc).run()}
+    if not isinstance(arc, LazyArchive):
+        raise FormatError(
+            "the class-free neutral form is defined for zarchive archives and sharded checkpoint directories "
+            "(spec/neutral.md), not for this file's format: convert it first (zarchive convert FILE out.zarc)"
+        )
     return {"format": FORM_NAME, "value": Describer(arc).run()}
 
 
