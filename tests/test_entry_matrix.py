@@ -4,7 +4,7 @@
 Kinds (tests/hostile/kinds.py): .zarc, torch .pt, .safetensors, .npy, .npz, .zanj, a DCP checkpoint
 directory, a model store folder, a .zarc with exports. Entry points (tests/hostile/cells.py):
 `zarchive.read`, `zarchive.open` + fetch of every leaf, `audit`, `verify`, the weights hash, and the
-commands `ls`, `show`, `cat`, `hash`, `verify`, `audit`, `convert`, `extract`, `store ls`/`show`
+commands `ls`, `show`, `cat`, `hash`, `verify`, `audit`, `convert`, `extract`, `neutral`, `store ls`/`show`
 where they apply. Each cell runs in a child forked by tests/hostile/worker.py with its address space
 capped at MEM_MB over what it starts with, and killed after its time limit.
 

@@ -292,6 +292,15 @@ def test_schema_has_a_definition_for_every_node_type() -> None:
         assert definition.get("additionalProperties") is False or definition.get("unevaluatedProperties") is False
 
 
+def test_schema_since_is_the_readers() -> None:
+    """Every node type's `since` in the schema is the version the reader's node schema names (what a
+    version error about a node in a shape the reader does not know cites; reading.md section 4)."""
+    defs = MANIFEST.schema["$defs"]
+    for handler in default_handlers():
+        if handler.name not in NOT_NODE_TYPES:
+            assert defs[handler.name].get("since") == handler.since, handler.name
+
+
 def test_spec_documents_every_handler() -> None:
     """A handler without a spec entry fails here: its `$type` must appear (in backticks) in spec/*.md."""
     text = "\n".join(p.read_text(encoding="utf-8") for p in sorted(SPEC.glob("*.md")))

@@ -25,6 +25,7 @@ from zarchive.torchutil import ConfiguredModel, set_config_class
 EXAMPLES = Path(__file__).resolve().parents[1] / "spec" / "examples"
 FIELD_ORDER = ["$type", "class", "config", "state_dict", "training"]
 OPTIONAL = ["training_modules", "unsaved_buffers", "tensor_attributes"]
+INVENTORY = ["modules", "parameters", "buffers"]  # format 1.5: always written, last
 
 
 @dataclass
@@ -45,17 +46,35 @@ def _root(path: Path) -> dict[str, Any]:
 
 def test_node_fields_and_their_order(tmp_path: Path) -> None:
     tiny = zarchive.save(golden_models.TinyNet(golden_models.NetConfig()), tmp_path / "tiny.zarc", durable=False)
-    assert list(_root(Path(tiny))) == FIELD_ORDER  # no optional field when nothing needs it
+    assert list(_root(Path(tiny))) == FIELD_ORDER + INVENTORY  # no optional field when nothing needs it
     model = golden_models.TiedNet(golden_models.NetConfig()).eval()
     model.drop.train()
     root = _root(Path(zarchive.save(model, tmp_path / "tied.zarc", durable=False)))
-    assert list(root) == FIELD_ORDER + OPTIONAL
+    assert list(root) == FIELD_ORDER + OPTIONAL + INVENTORY
     assert root["class"] == "golden_models:TiedNet" and root["training"] is False
     assert root["training_modules"] == {"drop": True}
     assert root["config"]["$type"] == "dataclass" and root["config"]["class"] == "golden_models:NetConfig"
     assert root["state_dict"]["class"] == "OrderedDict" and "_metadata" in root["state_dict"]["attrs"]
     assert root["unsaved_buffers"] == {"positions": {"dtype": "int64", "device": "cpu"}}
     assert root["tensor_attributes"] == ["scale"]
+    # what only building the class told before 1.5: tied names both listed, the non-persistent buffer too
+    assert root["modules"] == {
+        "": "golden_models:TiedNet",
+        "embed": "torch.nn.modules.sparse:Embedding",
+        "head": "torch.nn.modules.linear:Linear",
+        "drop": "torch.nn.modules.dropout:Dropout",
+    }
+    assert root["parameters"] == {"embed.weight": True, "head.weight": True}
+    assert root["buffers"] == ["positions"]
+
+
+def test_model_inventory_records_frozen_parameters_and_persistent_buffers(tmp_path: Path) -> None:
+    model = golden_models.TinyNet(golden_models.NetConfig())
+    model.fc1.bias.requires_grad_(False)
+    root = _root(Path(zarchive.save(model, tmp_path / "m.zarc", durable=False)))
+    assert root["parameters"]["fc1.bias"] is False and root["parameters"]["fc1.weight"] is True
+    assert root["buffers"] == ["bn.running_mean", "bn.running_var", "bn.num_batches_tracked"]
+    assert list(root["modules"]) == [name for name, _ in model.named_modules()]
 
 
 def test_training_modules_lists_only_the_submodules_that_differ(tmp_path: Path) -> None:

@@ -184,6 +184,14 @@ def test_newer_frozen_zst_members_are_one_frame(archive: Path) -> None:
         assert frame.content_size == info["size"] and frame.has_checksum, name
 
 
+def test_frozen_frame_counts_are_the_ones_the_spec_states() -> None:
+    """README 4.5 counts them: 42 members with the trailing empty frame, 6 without."""
+    legacy = sum(len(_zst_members(p)) for p in LEGACY)
+    current = sum(len(_zst_members(p)) for p in CURRENT)
+    assert (legacy, current) == (42, 6)
+    assert "42 of the 48 `.zst` members" in (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
+
+
 @pytest.mark.parametrize("archive", LEGACY + CURRENT, ids=[p.name for p in LEGACY + CURRENT])
 def test_frozen_zst_members_still_read(archive: Path) -> None:
     with zarchive.open(archive) as arc:

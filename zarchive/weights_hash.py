@@ -66,6 +66,16 @@ def tensor_digest(value: Any) -> bytes:
     return h.digest()
 
 
+def value_sha256(value: Any) -> str:
+    """SHA-256 (hex) of a tensor's or numeric array's values alone: DATA of `tensor_digest`, the
+    values in C order, little-endian, hashed in pieces (the class-free neutral form's `sha256`)."""
+    _, _, _, pieces = _layout(value)
+    h = hashlib.sha256()
+    for piece in pieces:
+        h.update(piece)
+    return h.hexdigest()
+
+
 def value_nbytes(value: Any) -> int:
     """The bytes a tensor's values take in C order (what hashing it reads), from its shape."""
     return int(math.prod(int(d) for d in value.shape)) * _itemsize(value)
@@ -269,6 +279,7 @@ __all__ = [
     "tensor_digest",
     "tensor_paths",
     "value_nbytes",
+    "value_sha256",
     "weights_hash",
     "weights_root",
 ]

@@ -558,3 +558,15 @@ def write_compressed_checkpoint(parts: dict[str, Any], path: Path, settings: dic
     zarchive.save_checkpoint(
         path, parts["model"], parts["optimizer"], za=zarchive.ZArchive(**settings), epoch=parts["epoch"]
     )
+
+
+def class_facts() -> dict[str, Any]:
+    """Format 1.5: what a reader without the classes needs, recorded by the writer: Enum members with
+    their plain values beside their names (Enum, IntEnum, a Flag member), Flag combinations with their
+    member names (one of two members, and the empty one), and two models with their modules,
+    parameters (requires_grad) and buffers (persistent, and not)."""
+    return {
+        "enums": [gm.Color.GREEN, gm.Color.RED, gm.Level.HIGH, gm.Perm.X, gm.Perm.R | gm.Perm.W, gm.Perm(0)],
+        "tied": tied_net(),
+        "tiny": tiny_net(),
+    }

@@ -116,6 +116,9 @@ EXAMPLES: tuple[Example, ...] = (
             "values in Arrow's string layout plus int8/int16 codes, -1 where missing): str, string and object text "
             "with missing values, non-ASCII and empty strings, a text index, a Series", builders.columns_dict,
             settings={"external_list_threshold": 4}),
+    Example("class_facts", "format 1.5: what a reader without the classes needs, in the file: Enum members with "
+            "their values, Flag combinations with their member names, models with their modules, parameters "
+            "(requires_grad) and buffers", builders.class_facts),
 )  # fmt: skip
 
 

@@ -30,6 +30,8 @@ ENTRIES: dict[str, tuple[str, ...]] = {
     ) + (("onnx_session",) if kind == "exports" else ())
     for kind in (*FILES, "dcp", "hf")
 }  # fmt: skip
+for _kind in ("zarc", "exports", "dcp"):  # the class-free neutral form (spec/neutral.md) describes these
+    ENTRIES[_kind] += ("cli_neutral",)
 ENTRIES["store"] = ("store_versions", "store_load", "cli_store_ls", "cli_store_show")
 SMALL_BUDGET = 100_000_000  # read_small_budget: max_read_bytes
 SMALL_CONVERT = 100_000  # cli_convert_small: --max-bytes
@@ -136,6 +138,7 @@ def argv(entry: str, path: str, leaf: str, tmp: str) -> list[str]:
         "cli_extract": ["extract", "-f", path, out],
         "cli_store_ls": ["store", "ls", path],
         "cli_store_show": ["store", "show", path, "latest"],
+        "cli_neutral": ["neutral", path],
     }[entry]
 
 

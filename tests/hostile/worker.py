@@ -88,6 +88,12 @@ def _child_extract(req: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True, "rc": main(["extract", req["path"], req["dest"]])}
 
 
+def _child_neutral(req: dict[str, Any]) -> dict[str, Any]:
+    from zarchive.neutral import canonical_json, neutral_form_of
+
+    return {"ok": True, "chars": len(canonical_json(neutral_form_of(req["path"])))}
+
+
 def _child_cell(req: dict[str, Any]) -> dict[str, Any]:
     from hostile.cells import run_cell  # one cell of tests/test_entry_matrix.py
 
@@ -104,7 +110,8 @@ def _run_child(req: dict[str, Any], cache: dict[tuple[int, int], Any]) -> dict[s
         op = req["op"]
         rss0 = _limit_memory(req["mem_mb"]) if req.get("mem_mb") else _status_kb("VmRSS")
         try:
-            work = {"read": _child_read, "verify": _child_verify, "extract": _child_extract, "cell": _child_cell}
+            work = {"read": _child_read, "verify": _child_verify, "extract": _child_extract, "cell": _child_cell,
+                    "neutral": _child_neutral}  # fmt: skip
             reply = _child_save(req, cache) if op == "save" else work[op](req)
         except BaseException as e:  # noqa: BLE001 - reported, not handled
             import zarchive

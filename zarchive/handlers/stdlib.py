@@ -206,6 +206,9 @@ class PathHandler(PathSchema, Handler):
         return _PATH_CLASSES[cname](value)
 
 
+_PLAIN_ENUM_VALUES = (bool, int, float, str)
+
+
 class EnumHandler(EnumSchema, Handler):
     """Enum members by class and name (the class must be importable already or registered)."""
 
@@ -220,17 +223,26 @@ class EnumHandler(EnumSchema, Handler):
         node: dict[str, Any] = {"$type": "enum", "class": tag}
         if obj.name is not None and type(obj).__members__.get(obj.name) is obj:
             node["name"] = obj.name
+            if obj.value is None or type(obj.value) in _PLAIN_ENUM_VALUES:  # format 1.5: for class-free readers
+                node["value"] = ctx.save(obj.value, "value")
         else:  # a combination of Flag members
             node["value"] = ctx.save(obj.value, "value")
+            if isinstance(obj, enum.Flag):  # format 1.5: the members it combines, by name
+                node["names"] = [m.name for m in obj if m.name is not None]
         return node
 
     def load(self, node: dict[str, Any], ctx: LoadContext) -> enum.Enum:
         tag = node.get("class")
         cls = ctx.resolve_class(tag, "enum")
-        if cls is None:  # unresolved="generic": the member's recorded name (or value)
+        if cls is None:  # unresolved="generic": the member's recorded name and value (1.5: both), a Flag's names
+            fields: dict[str, Any] = {}
             if "name" in node:
-                return GenericObject(str(tag), {"name": expect(node, "name", str, ctx)}, "enum")  # type: ignore[return-value]
-            return GenericObject(str(tag), {"value": ctx.load(node.get("value"), "value")}, "enum")  # type: ignore[return-value]
+                fields["name"] = expect(node, "name", str, ctx)
+            if "value" in node:
+                fields["value"] = ctx.load(node["value"], "value")
+            if "names" in node:
+                fields["names"] = list(expect(node, "names", list, ctx))
+            return GenericObject(str(tag), fields, "enum")  # type: ignore[return-value]
         if "name" in node:
             name = expect(node, "name", str, ctx)
             member = cls.__members__.get(name)  # type: ignore[attr-defined]

@@ -87,6 +87,7 @@ class ConfiguredModelHandler(ConfiguredModelSchema, Handler):
         records = getattr(model, "training_records", None)
         if records is not None:
             node["training_records"] = ctx.save(records, "training_records")
+        node.update(model_inventory(model))
         return node
 
     def load(self, node: dict[str, Any], ctx: LoadContext) -> Any:
@@ -94,6 +95,16 @@ class ConfiguredModelHandler(ConfiguredModelSchema, Handler):
         if cls is None:  # unresolved="generic": the config (itself generic if need be) and real tensors
             return ModelAsGeneric().load(node, ctx)
         return load_model(node, ctx, cls)
+
+
+def model_inventory(model: torch.nn.Module) -> dict[str, Any]:
+    """Format 1.5: what only building the class told a reader before (spec/models.md 2.2): every
+    module's class, which names are parameters (and whether each requires grad) and which are buffers."""
+    return {
+        "modules": {name: class_tag(type(m)) for name, m in model.named_modules()},
+        "parameters": {name: p.requires_grad for name, p in model.named_parameters(remove_duplicate=False)},
+        "buffers": [name for name, _ in model.named_buffers(remove_duplicate=False)],
+    }
 
 
 def _unsaved_buffers(model: torch.nn.Module) -> dict[str, dict[str, str]]:

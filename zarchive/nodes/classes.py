@@ -54,19 +54,24 @@ class NamedTupleSchema(NodeSchema):
 
 
 class EnumSchema(NodeSchema):
-    """{"class": tag, "name": member} or, for a combination of Flag members, {"class", "value"}."""
+    """{"class": tag, "name": member} or, for a combination of Flag members, {"class", "value"}.
+    Format 1.5 adds `value` beside `name` (a member whose value is a bool, int, float, str or None)
+    and `names` beside a combination's `value` (its members' names), for readers without the class."""
 
     name = "enum"
+    since = "1.5"  # "value" beside "name", "names"
 
     def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         p.use_class(node.get("class"), "enum")
-        if "name" in node:
-            if not isinstance(node["name"], str):
-                raise p.error("an enum member's 'name' must be a string")
-        elif "value" in node:
-            p.visit(node["value"], "value")
-        else:
+        if "name" in node and not isinstance(node["name"], str):
+            raise p.error("an enum member's 'name' must be a string")
+        if "name" not in node and "value" not in node:
             raise p.error("an 'enum' node needs 'name' or 'value'")
+        names = node.get("names")
+        if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+            raise p.error("an enum's 'names' must be a list of strings")
+        if "value" in node:
+            p.visit(node["value"], "value")
 
     def summary(self, node: dict[str, Any]) -> str:
         return f"enum {node.get('class')}.{node.get('name', '')}".rstrip(".")
@@ -81,6 +86,9 @@ MODEL_KEYS = (
     "unsaved_buffers",
     "tensor_attributes",
     "training_records",
+    "modules",
+    "parameters",
+    "buffers",
 )
 
 
@@ -88,7 +96,7 @@ class ConfiguredModelSchema(NodeSchema):
     """{"class": tag, "config": dataclass node, "state_dict": dict node, "training": bool, ...}"""
 
     name = "torch.ConfiguredModel"
-    since = "1.3"  # "training_records"
+    since = "1.5"  # "training_records" (1.3); "modules", "parameters", "buffers" (1.5)
 
     def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         config = node.get("config")
@@ -108,6 +116,7 @@ class ConfiguredModelSchema(NodeSchema):
                 raise p.error(f"a model's {key!r} must be an object")
         if "tensor_attributes" in node and not isinstance(node["tensor_attributes"], list):
             raise p.error("a model's 'tensor_attributes' must be a list")
+        _plan_inventory(node, p)
         p.visit(config, "config")
         p.visit(node.get("state_dict"), "state_dict")
         if "training_records" in node:
@@ -118,6 +127,20 @@ class ConfiguredModelSchema(NodeSchema):
 
     def summary(self, node: dict[str, Any]) -> str:
         return f"ConfiguredModel {node.get('class')}"
+
+
+def _plan_inventory(node: dict[str, Any], p: PlanSink) -> None:
+    """Format 1.5's model inventory: `modules` {name: class tag}, `parameters` {name: requires_grad},
+    `buffers` [name]. Descriptive only: no tag in `modules` is ever resolved."""
+    checks = (("modules", dict, str), ("parameters", dict, bool), ("buffers", list, str))
+    for key, container, item in checks:
+        if key not in node:
+            continue
+        value = node[key]
+        items = value.values() if isinstance(value, dict) else value
+        if not isinstance(value, container) or not all(isinstance(v, item) for v in items):
+            kind = "an object of" if container is dict else "a list of"
+            raise p.error(f"a model's {key!r} must be {kind} {item.__name__} values")
 
 
 class OmegaConfSchema(NodeSchema):
