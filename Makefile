@@ -66,6 +66,13 @@ $(FLOORS_VENV)/.installed: pyproject.toml requirements-ci.txt requirements-floor
 
 venv: $(VENV)/.installed
 
+# The JavaScript reader's npm dependencies, exactly as js/package-lock.json has them (npm ci), for its
+# tests, which pytest runs (tests/test_js_reader.py); they skip and say why where node or npm is missing.
+js/node_modules/.package-lock.json: js/package-lock.json
+	@if command -v npm >/dev/null; then echo "== installing the JavaScript reader's npm dependencies (npm ci)"; \
+		npm ci --prefix js --no-audit --no-fund --loglevel=error; \
+	else echo "== no npm here: the JavaScript reader's tests will skip"; fi
+
 # The viewer's browser tests drive Debian's chromium through chromium-driver: make test installs both
 # with apt-get when it runs as root on a machine that has apt-get and lacks them; elsewhere those
 # tests skip and say why.
@@ -80,7 +87,7 @@ demo: $(VENV)/.installed-base
 	@echo "== running the demo: $(PY) -m zarchive.demo --out $(DEMO_OUT)"
 	@$(PY) -m zarchive.demo --out $(DEMO_OUT)
 
-test: $(VENV)/.installed browser
+test: $(VENV)/.installed browser js/node_modules/.package-lock.json
 	$(PY) -m pytest -q -m "not slow" tests
 
 # the tests marked slow (also run by CI, in make test-floors), then a long fuzzing run (~4 minutes)
