@@ -76,7 +76,7 @@ def _sub(subs: argparse._SubParsersAction, name: str, help_text: str) -> argpars
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import browse, cat, files, store, weights
+    from . import browse, cat, files, store, view, weights
 
     parser = argparse.ArgumentParser(
         prog="zarchive",
@@ -157,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=files.cmd_convert)
     store.register(subs)
     weights.register(subs)
+    view.register(subs)
     return parser
 
 

@@ -1,0 +1,2 @@
+"""Looking inside archives without changing them: tensor statistics (`stats`) and what changed
+between two archives (`diff`)."""
