@@ -201,12 +201,14 @@ def diff_archives(
     checksums: bool = True,
     mmap: bool = True,
     max_read_bytes: int | None = None,
+    labels: tuple[str, str] | None = None,
 ) -> ArchiveDiff:
     """Compare two archives (paths, or archives opened with zarchive.open, left open); see the module
     docstring. rtol, atol: the tolerance `changed()` applies by default. checksums: report tensors
     whose stored bytes have equal size and CRC-32 "same" without reading them. mmap: map local files
     (ZArchive(mmap=True)): uncompressed tensors are compared from the page cache, not copied.
-    max_read_bytes: each file's read budget (default: 1 GiB + 64 x its size)."""
+    max_read_bytes: each file's read budget (default: 1 GiB + 64 x its size). labels: the names
+    ArchiveDiff.a and .b give the inputs (default: the paths as given)."""
     for name, tol in (("rtol", rtol), ("atol", atol)):
         if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not math.isfinite(tol) or tol < 0:
             raise ValueError(f"{name} must be a finite number >= 0, not {tol!r}")
@@ -221,7 +223,8 @@ def diff_archives(
             elif isinstance(record, ValueRecord):
                 values.append(ValueChange(record.path, record.status, record.a, record.b))
         metadata = tuple(_metadata(arcs[0], arcs[1]))
-    return ArchiveDiff(_label(a), _label(b), tuple(tensors), tuple(values), metadata, float(rtol), float(atol))
+    la, lb = labels if labels is not None else (_label(a), _label(b))
+    return ArchiveDiff(la, lb, tuple(tensors), tuple(values), metadata, float(rtol), float(atol))
 
 
 def _opened(x: Any, stack: ExitStack, *, mmap: bool, max_read_bytes: int | None) -> OpenedArchive:
