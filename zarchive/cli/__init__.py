@@ -8,6 +8,7 @@
     zarchive verify run.zarc             check every checksum (exit 0 intact, 1 damaged, 2 unreadable)
     zarchive extract run.zarc out/       unpack members as plain files
     zarchive convert old.zanj new.zarc   from ZANJ / safetensors / torch.save, or to safetensors
+    zarchive diff a.zarc b.zarc          what changed between two checkpoints (exit 0 same, 1 changed)
 
 ZANJ files can be browsed the same way. User errors print one line and exit non-zero; set
 ZARCHIVE_DEBUG=1 to see a traceback for unexpected failures.
@@ -76,13 +77,13 @@ def _sub(subs: argparse._SubParsersAction, name: str, help_text: str) -> argpars
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import browse, cat, files, store, view, weights
+    from . import browse, cat, diff, files, store, view, weights
 
     parser = argparse.ArgumentParser(
         prog="zarchive",
         description="Look inside, check, unpack and convert zarchive (.zarc) files; ZANJ files can be read too.",
         epilog="examples:\n"
-        + "\n".join("  " + line.strip() for line in __doc__.splitlines()[2:10])
+        + "\n".join("  " + line.strip() for line in __doc__.splitlines()[2:11])
         + "\n\n'zarchive COMMAND --help' shows each command's options and examples.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -157,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=files.cmd_convert)
     store.register(subs)
     weights.register(subs)
+    diff.register(subs)
     view.register(subs)
     return parser
 
