@@ -30,6 +30,8 @@ def register(subs: argparse._SubParsersAction) -> None:
     p.add_argument("--no-browser", action="store_true", help="print the URL; do not open a browser")
     p.add_argument("--port", type=int, default=0, help="the port to listen on (default: any free one)")
     p.add_argument("--no-verify", action="store_true", help="--html: do not check checksums")
+    p.add_argument("--max-read-bytes", type=int, default=None, metavar="N",
+                   help="each read's budget (default: 1 GiB + 16 x the file's size)")  # fmt: skip
     p.set_defaults(func=cmd_view)
 
 
@@ -61,7 +63,7 @@ def cmd_view(args: Any) -> int:
     paths = [p for p in (args.path, args.path2) if p is not None]
     for p in paths:
         _check(p)
-    sources = Sources(paths)
+    sources = Sources(paths, **({"max_read_bytes": args.max_read_bytes} if args.max_read_bytes else {}))
     try:
         for s in sources.items:
             s.open()  # errors now, as one line, rather than in the browser

@@ -140,6 +140,8 @@ def _blocks(a: Any) -> Iterator[Any]:
     elif a.ndim == 1:
         for i in range(0, a.shape[0], BLOCK):
             yield a[i : i + BLOCK]
+    elif a.shape[0] == 1:  # one row bigger than a block: its own rows are the blocks
+        yield from _blocks(a[0])
     else:
         step = max(1, BLOCK // max(1, n // a.shape[0]))
         for i in range(0, a.shape[0], step):

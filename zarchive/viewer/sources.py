@@ -65,8 +65,9 @@ class Source:
     """One archive being viewed. `open()` opens it (errors are kept and raised again on each use, so
     a page reports them); every use of the opened archive goes through `use`, under the lock."""
 
-    def __init__(self, path: str, index: int) -> None:
+    def __init__(self, path: str, index: int, settings: dict[str, Any] | None = None) -> None:
         self.path = path
+        self.settings = dict(settings or {})  # ZArchive settings for the open (max_read_bytes=...)
         self.index = index
         self.label = os.path.basename(os.path.normpath(path)) or path
         self.lock = threading.RLock()
@@ -87,7 +88,7 @@ class Source:
                     raise ArchiveNotFoundError(f"no archive at {self.path!r}")
                 from ..shortcuts import open as open_any
 
-                self._arc = open_any(target, unresolved="generic")
+                self._arc = open_any(target, unresolved="generic", **self.settings)
             except ZArchiveError as e:
                 self._error = e
                 raise
@@ -133,8 +134,8 @@ class Source:
 class Sources:
     """The archives of one viewer, by number (0, 1): the only things its URLs can name."""
 
-    def __init__(self, paths: list[str]) -> None:
-        self.items = [Source(p, i) for i, p in enumerate(paths)]
+    def __init__(self, paths: list[str], **settings: Any) -> None:
+        self.items = [Source(p, i, settings) for i, p in enumerate(paths)]
 
     def get(self, index: str) -> Source:
         if not index.isdigit() or int(index) >= len(self.items):
