@@ -179,6 +179,23 @@ def test_every_input_kind(tmp_path: Path, kind: str) -> None:
             assert "opset" in page and "17" in page and "batch" in page
 
 
+def test_a_configured_model_and_a_store_version(tmp_path: Path) -> None:
+    from hostile.kinds import write_store
+
+    store = write_store(tmp_path / "models")
+    for given in (str(store), f"{store}@1.0.0", f"{store}@latest"):
+        with serving(given) as (server, routes):
+            assert routes.labels == ["models@1.0.0"]
+            status, tree = api(server, "api/a/0/tree")
+            kinds = {n["path"]: n["kind"] for n in tree["nodes"]}  # type: ignore[index]
+            assert kinds[""] == "container" and kinds["config"] == "config", kinds
+            page = get(server.url)[1]
+            assert 'name="width"' in page and "hostile.models:WideConfig" in page
+    with serving(f"{store}@9.9.9") as (server, _):
+        status, page, _ = get(server.url)
+        assert status == 404 and "no version 9.9.9" in page
+
+
 def test_two_archives_and_the_diff_page(tmp_path: Path) -> None:
     a, b = run_archive(tmp_path / "a.zarc"), run_archive(tmp_path / "b.zarc", seed=1, scale=0.05)
     with serving(a, b) as (server, _):

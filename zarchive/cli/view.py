@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import Any
 
+from ..errors import ZArchiveError
 from .common import EXIT_OK, CliError, check_file
 
 _EPILOG = """examples:
@@ -38,7 +39,12 @@ def register(subs: argparse._SubParsersAction) -> None:
 def _check(path: str) -> None:
     from ..viewer.sources import resolve_input
 
-    target, _ = resolve_input(path)
+    try:
+        target, _ = resolve_input(path)
+    except ValueError as e:  # STORE@abc: not a version (a ZArchiveError passes on, as every command's)
+        if isinstance(e, ZArchiveError):
+            raise
+        raise CliError(f"{path}: {e}") from None
     try:
         check_file(target, remote_ok=False)
     except CliError:

@@ -20,7 +20,7 @@ MAX_TREE_NODES = 20_000  # the tree lists at most this many nodes (it says how m
 MAX_TEXT = 4000  # a value shown as text is cut here
 TENSOR_TAGS = frozenset({"torch.Tensor", "numpy.ndarray", "foreign.tensor", "foreign.ndarray", "numpy.scalar"})
 TABLE_TAGS = frozenset({"pandas.DataFrame", "pandas.Series", "polars.DataFrame", "polars.Series"})
-CONFIG_TAGS = frozenset({"dataclass", "namedtuple", "torch.ConfiguredModel"})
+CONFIG_TAGS = frozenset({"dataclass", "namedtuple"})  # (a ConfiguredModel is a container: config, weights)
 
 
 def tag_of(node: Any) -> str | None:

@@ -70,6 +70,10 @@ class Source:
         self.settings = dict(settings or {})  # ZArchive settings for the open (max_read_bytes=...)
         self.index = index
         self.label = os.path.basename(os.path.normpath(path)) or path
+        try:
+            self.label = self._resolve()[1]
+        except (ZArchiveError, OSError):
+            pass  # said when it is opened
         self.lock = threading.RLock()
         self._arc: Any = None
         self._error: ZArchiveError | None = None
@@ -83,7 +87,7 @@ class Source:
             if self._error is not None:
                 raise self._error
             try:
-                target, self.label = resolve_input(self.path)
+                target, self.label = self._resolve()
                 if not os.path.exists(target):
                     raise ArchiveNotFoundError(f"no archive at {self.path!r}")
                 from ..shortcuts import open as open_any
@@ -93,6 +97,14 @@ class Source:
                 self._error = e
                 raise
             return self._arc
+
+    def _resolve(self) -> tuple[str, str]:
+        try:
+            return resolve_input(self.path)
+        except ZArchiveError:
+            raise
+        except ValueError as e:  # not a version (STORE@abc)
+            raise ArchiveNotFoundError(f"{self.path!r}: {e}") from None
 
     def use(self, fn: Callable[[Any], T]) -> T:
         """`fn(archive)` under the lock."""
