@@ -248,6 +248,24 @@ def test_statistics_are_exact_and_chunked(monkeypatch: pytest.MonkeyPatch) -> No
     assert s.mean == pytest.approx(big.mean()) and s.std == pytest.approx(big.std())
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float8_e4m3fn, torch.int8, torch.uint8])
+def test_narrow_dtypes_give_the_statistics_of_their_exact_values(dtype: torch.dtype) -> None:
+    x = (torch.randn(64, 48, generator=torch.Generator().manual_seed(1)) * 20).to(dtype)
+    if dtype.is_floating_point and dtype != torch.float8_e4m3fn:
+        x[0, :4] = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0])
+    view = x[:, ::3]  # not contiguous
+    for v in (x, view):
+        s = tensor_stats(v)
+        d = v.double()
+        finite = d[torch.isfinite(d)]
+        assert s.dtype == str(dtype).removeprefix("torch.")
+        assert (s.nan, s.zeros) == (int(d.isnan().sum()), int((d == 0).sum()))
+        assert s.min == finite.min().item() and s.max == finite.max().item()
+        assert s.mean == pytest.approx(finite.mean().item()) and s.std == pytest.approx(
+            finite.std(unbiased=False).item()
+        )
+
+
 def test_a_broadcast_view_costs_its_storage() -> None:
     x = torch.tensor([1.0, 2.0]).as_strided((20000, 16384), (0, 0))
     t0 = time.perf_counter()
