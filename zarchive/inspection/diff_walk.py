@@ -22,7 +22,10 @@ from ..errors import FormatError
 from ..nodes.base import MISSING
 from .tensor_compare import distance, equal_values, is_numeric, value_nbytes
 
-ARRAY_TYPES = ("numpy.ndarray",)  # node types compared as arrays besides those whose schema reads as a tensor
+# node types compared as arrays besides those whose schema reads as a tensor (a ZANJ array's node
+# names its type under ZANJ_FORMAT_KEY: "numpy.ndarray:<mode>")
+ARRAY_TYPES = ("numpy.ndarray", "foreign.ndarray")
+ZANJ_FORMAT_KEY = "__muutils_format__"
 SEQUENCE_TYPES = ("tuple", "list")  # typed sequences of plain values, shown whole (a config's betas)
 PLAIN_CONTAINERS = (None, "dict")  # containers whose type is not itself compared (dict vs OrderedDict)
 _PLAIN = (str, int, float, bool, type(None))
@@ -62,7 +65,12 @@ class Side:
         """ "tensor", "container" or "value"."""
         if isinstance(node, dict):
             tag = node.get("$type")
-            if tag in ARRAY_TYPES or self.arc.is_tensor(node):
+            zanj = node.get(ZANJ_FORMAT_KEY)
+            if (
+                tag in ARRAY_TYPES
+                or self.arc.is_tensor(node)
+                or (isinstance(zanj, str) and zanj.startswith("numpy.ndarray"))
+            ):
                 return "tensor"
             if tag in SEQUENCE_TYPES and isinstance(node.get("items"), list) and _scalars(node["items"]):
                 return "value"
