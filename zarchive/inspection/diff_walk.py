@@ -20,12 +20,13 @@ from ..engine.browse import OpenedArchive
 from ..engine.objpath import join_path
 from ..errors import FormatError
 from ..nodes.base import MISSING
-from .tensor_compare import distance, equal_values, is_numeric, value_nbytes
+from .tensor_compare import NUMERIC_KINDS, distance, equal_values, is_numeric, value_nbytes
 
 # node types compared as arrays besides those whose schema reads as a tensor (a ZANJ array's node
 # names its type under ZANJ_FORMAT_KEY: "numpy.ndarray:<mode>")
 ARRAY_TYPES = ("numpy.ndarray", "foreign.ndarray")
 ZANJ_FORMAT_KEY = "__muutils_format__"
+COLUMN_TYPES = ("pandas.Series",)  # a table's column (or a Series) of numbers compared as an array
 SEQUENCE_TYPES = ("tuple", "list")  # typed sequences of plain values, shown whole (a config's betas)
 PLAIN_CONTAINERS = (None, "dict")  # containers whose type is not itself compared (dict vs OrderedDict)
 _PLAIN = (str, int, float, bool, type(None))
@@ -62,15 +63,14 @@ class Side:
         self.compared = 0
 
     def kind(self, node: Any) -> str:
-        """ "tensor", "container" or "value"."""
+        """'tensor', 'container' or 'value'."""
         if isinstance(node, dict):
             tag = node.get("$type")
             zanj = node.get(ZANJ_FORMAT_KEY)
-            if (
-                tag in ARRAY_TYPES
-                or self.arc.is_tensor(node)
-                or (isinstance(zanj, str) and zanj.startswith("numpy.ndarray"))
-            ):
+            zanj_array = isinstance(zanj, str) and zanj.startswith("numpy.ndarray")
+            if tag in ARRAY_TYPES or zanj_array or self.arc.is_tensor(node):
+                return "tensor"
+            if tag in COLUMN_TYPES and _numeric_dtype(node.get("dtype")):
                 return "tensor"
             if tag in SEQUENCE_TYPES and isinstance(node.get("items"), list) and _scalars(node["items"]):
                 return "value"
@@ -131,6 +131,8 @@ class Side:
 
     def fetch(self, path: str) -> Any:
         value = self.arc.get(path)
+        if hasattr(value, "to_numpy") and not hasattr(value, "element_size") and not hasattr(value, "itemsize"):
+            value = value.to_numpy()  # a pandas column of numbers (its dtype said so: no copy for most)
         if not hasattr(value, "shape") or not hasattr(value, "dtype"):
             raise FormatError(f"expected a tensor or array here, the archive gives {type(value).__name__}", path=path)
         self.compared += value_nbytes(value)
@@ -143,8 +145,22 @@ def _scalars(items: Any) -> bool:
     return isinstance(items, list) and all(isinstance(x, _PLAIN) for x in items)
 
 
+def _numeric_dtype(text: Any) -> bool:
+    """A numpy dtype name of numbers or booleans ("float64", "int8", "bool"; not "Int64", "str")."""
+    if not isinstance(text, str) or len(text) > 40:
+        return False
+    try:
+        import numpy as np
+
+        return np.dtype(text).kind in NUMERIC_KINDS
+    except (TypeError, ValueError):
+        return False
+
+
 def _shape_dtype(node: Any) -> tuple[tuple[int, ...] | None, str | None]:
     shape = node.get("shape") if isinstance(node, dict) else None
+    if shape is None and isinstance(node, dict) and isinstance(node.get("length"), int):
+        shape = [node["length"]]  # a column
     dtype = node.get("dtype") if isinstance(node, dict) else None
     ok = isinstance(shape, list) and all(isinstance(d, int) and not isinstance(d, bool) for d in shape)
     return (tuple(shape) if ok and isinstance(shape, list) else None), (
