@@ -283,3 +283,39 @@ def test_distance_piecewise_equals_whole() -> None:
     assert pieces.max_abs_diff == whole.max_abs_diff
     bf = distance(a.bfloat16(), a.bfloat16())
     assert bf.differing == 0 and bf.norm_diff == 0.0
+
+
+def test_dcp_directory_against_zarc(tmp_path: Path) -> None:
+    import warnings
+
+    import torch.distributed.checkpoint as dcp
+
+    from zarchive.dcp import ZArchiveWriter
+
+    state = {"model": {"w": torch.randn(4, 3), "b": torch.randn(3)}, "step": 3}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dcp.save(state, storage_writer=ZArchiveWriter(tmp_path / "ck"), no_dist=True)
+    zarchive.save(state, tmp_path / "ck.zarc")
+    d = diff_archives(tmp_path / "ck", tmp_path / "ck.zarc")
+    assert sorted(t.path for t in d.tensors) == ["model/b", "model/w"]
+    assert not d.changed(), d.render()
+    zarchive.save({**state, "model": {**state["model"], "w": state["model"]["w"] * 2}}, tmp_path / "other.zarc")
+    assert [t.path for t in diff_archives(tmp_path / "ck", tmp_path / "other.zarc").changed_tensors()] == ["model/w"]
+
+
+def test_model_store_versions(tmp_path: Path) -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from models_a import Config, Model
+
+    store = zarchive.ModelStore(tmp_path / "store")
+    torch.manual_seed(0)
+    store.save(Model(Config()), "1.0.0")
+    store.save(Model(Config(lr=0.01)), "1.1.0")
+    d = diff_archives(store.path("1.0.0"), store.path("1.1.0"))
+    values = {v.path: v for v in d.values if v.changed()}
+    assert (values["config/lr"].a, values["config/lr"].b) == (1e-3, 0.01), d.render()
+    assert all(t.status == "changed" for t in d.tensors) and d.tensors  # another initialisation
+    assert {t.path.split("/")[0] for t in d.tensors} == {"state_dict"}
