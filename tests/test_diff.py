@@ -319,3 +319,23 @@ def test_model_store_versions(tmp_path: Path) -> None:
     assert (values["config/lr"].a, values["config/lr"].b) == (1e-3, 0.01), d.render()
     assert all(t.status == "changed" for t in d.tensors) and d.tensors  # another initialisation
     assert {t.path.split("/")[0] for t in d.tensors} == {"state_dict"}
+
+
+def test_dtypes_without_numbers_compare_by_bytes(tmp_path: Path) -> None:
+    """bits, sub-byte integer shells and packed float4 have no arithmetic: equal or changed by their bytes."""
+    names = ["bits8", "bits16", "int4", "uint2", "float4_e2m1fn_x2", "float8_e4m3fn", "complex32", "uint16"]
+    carriers = {1: torch.uint8, 2: torch.int16, 4: torch.int32}
+
+    def tensors(start: int) -> dict[str, torch.Tensor]:
+        out = {}
+        for name in names:
+            dt = getattr(torch, name)
+            out[name] = torch.arange(start, start + 4, dtype=carriers[torch.empty(0, dtype=dt).element_size()]).view(dt)
+        return out
+
+    zarchive.save(tensors(0), tmp_path / "a.zarc")
+    zarchive.save({**tensors(0), "bits8": tensors(1)["bits8"], "int4": tensors(1)["int4"]}, tmp_path / "b.zarc")
+    assert not diff_archives(tmp_path / "a.zarc", tmp_path / "a.zarc", checksums=False).changed()
+    t = _by_path(diff_archives(tmp_path / "a.zarc", tmp_path / "b.zarc", checksums=False))
+    assert {p for p, c in t.items() if c.status != "same"} == {"bits8", "int4"}
+    assert t["bits8"].max_abs_diff is None and t["float8_e4m3fn"].max_abs_diff == 0.0
