@@ -20,11 +20,17 @@ from ..engine.browse import OpenedArchive
 from ..engine.objpath import join_path
 from ..errors import FormatError
 from ..nodes.base import MISSING
-from .tensor_compare import distance, equal_values, is_numeric, value_nbytes
+from .tensor_compare import NUMERIC_KINDS, distance, equal_values, is_numeric, value_nbytes
 
-ARRAY_TYPES = ("numpy.ndarray",)  # node types compared as arrays besides those whose schema reads as a tensor
+# node types compared as arrays besides those whose schema reads as a tensor (a ZANJ array's node
+# names its type under ZANJ_FORMAT_KEY: "numpy.ndarray:<mode>")
+ARRAY_TYPES = ("numpy.ndarray", "foreign.ndarray")
+ZANJ_FORMAT_KEY = "__muutils_format__"
+COLUMN_TYPES = ("pandas.Series",)  # a table's column (or a Series) of numbers compared as an array
 SEQUENCE_TYPES = ("tuple", "list")  # typed sequences of plain values, shown whole (a config's betas)
 PLAIN_CONTAINERS = (None, "dict")  # containers whose type is not itself compared (dict vs OrderedDict)
+PLAIN_LOAD_BYTES = 1 << 20  # a typed value built to compare it across formats reads at most this much
+PLAIN_ITEMS = 1000  # ... and holds at most this many plain values
 _PLAIN = (str, int, float, bool, type(None))
 
 
@@ -59,10 +65,14 @@ class Side:
         self.compared = 0
 
     def kind(self, node: Any) -> str:
-        """ "tensor", "container" or "value"."""
+        """'tensor', 'container' or 'value'."""
         if isinstance(node, dict):
             tag = node.get("$type")
-            if tag in ARRAY_TYPES or self.arc.is_tensor(node):
+            zanj = node.get(ZANJ_FORMAT_KEY)
+            zanj_array = isinstance(zanj, str) and zanj.startswith("numpy.ndarray")
+            if tag in ARRAY_TYPES or zanj_array or self.arc.is_tensor(node):
+                return "tensor"
+            if tag in COLUMN_TYPES and _numeric_dtype(node.get("dtype")):
                 return "tensor"
             if tag in SEQUENCE_TYPES and isinstance(node.get("items"), list) and _scalars(node["items"]):
                 return "value"
@@ -121,8 +131,29 @@ class Side:
         crc = info.get("crc32")
         return f"{info.get('size')}:{crc}" if isinstance(crc, str) else None
 
+    def plain(self, path: str, node: Any) -> tuple[bool, Any]:
+        """(True, the value as plain JSON) where the value at `path` is small and built of built-in
+        types only (its audit lists no class: an int stored in a DCP shard, a numpy scalar), so two
+        files of different formats compare by value; (False, None) otherwise. Built under the file's
+        read policy and budget; a class is never built here."""
+        if isinstance(node, _PLAIN):
+            return True, node
+        if self.arc.audit(path):
+            return False, None
+        try:
+            plan = self.arc.plan(path)
+        except FormatError:  # a format without plans (a DCP directory): its reads are budgeted alone
+            plan = None
+        if plan is not None:
+            sizes = [plan.nbytes, *(self.arc.member_size(m) for m in plan.members)]
+            if max(sizes) > PLAIN_LOAD_BYTES:
+                return False, None
+        return _as_plain(self.arc.get(path))
+
     def fetch(self, path: str) -> Any:
         value = self.arc.get(path)
+        if hasattr(value, "to_numpy") and not hasattr(value, "element_size") and not hasattr(value, "itemsize"):
+            value = value.to_numpy()  # a pandas column of numbers (its dtype said so: no copy for most)
         if not hasattr(value, "shape") or not hasattr(value, "dtype"):
             raise FormatError(f"expected a tensor or array here, the archive gives {type(value).__name__}", path=path)
         self.compared += value_nbytes(value)
@@ -131,12 +162,55 @@ class Side:
         return value
 
 
+def _as_plain(value: Any) -> tuple[bool, Any]:
+    """(True, JSON-like copy) of a value made of plain values, lists, tuples and str-keyed dicts (numpy
+    scalars as Python numbers), at most PLAIN_ITEMS of them; (False, None) for anything else."""
+    count = 0
+
+    def convert(x: Any, depth: int) -> Any:
+        nonlocal count
+        count += 1
+        if count > PLAIN_ITEMS or depth > MAX_DEPTH:
+            raise ValueError
+        if isinstance(x, _PLAIN):
+            return x
+        if hasattr(x, "item") and getattr(x, "shape", None) == ():  # a numpy scalar (not a tensor: never one here)
+            item = x.item()
+            if isinstance(item, _PLAIN):
+                return item
+            raise ValueError
+        if isinstance(x, (list, tuple)):
+            return [convert(v, depth + 1) for v in x]
+        if isinstance(x, dict) and all(isinstance(k, str) for k in x):
+            return {k: convert(v, depth + 1) for k, v in x.items()}
+        raise ValueError
+
+    try:
+        return True, convert(value, 0)
+    except ValueError:
+        return False, None
+
+
 def _scalars(items: Any) -> bool:
     return isinstance(items, list) and all(isinstance(x, _PLAIN) for x in items)
 
 
+def _numeric_dtype(text: Any) -> bool:
+    """A numpy dtype name of numbers or booleans ("float64", "int8", "bool"; not "Int64", "str")."""
+    if not isinstance(text, str) or len(text) > 40:
+        return False
+    try:
+        import numpy as np
+
+        return np.dtype(text).kind in NUMERIC_KINDS
+    except (TypeError, ValueError):
+        return False
+
+
 def _shape_dtype(node: Any) -> tuple[tuple[int, ...] | None, str | None]:
     shape = node.get("shape") if isinstance(node, dict) else None
+    if shape is None and isinstance(node, dict) and isinstance(node.get("length"), int):
+        shape = [node["length"]]  # a column
     dtype = node.get("dtype") if isinstance(node, dict) else None
     ok = isinstance(shape, list) and all(isinstance(d, int) and not isinstance(d, bool) for d in shape)
     return (tuple(shape) if ok and isinstance(shape, list) else None), (
@@ -168,7 +242,8 @@ def walk(a: Side, b: Side, *, checksums: bool) -> Iterator[TensorRecord | ValueR
             if ka not in (None, "container") or kb not in (None, "container"):  # a tensor or value became a container
                 yield ValueRecord(path, "changed", _show(a, na, ka), _show(b, nb, kb))
                 continue
-            if ka and kb and _container_type(na) != _container_type(nb):
+            ta, tb = (_container_type(na), _container_type(nb)) if ka and kb else (None, None)
+            if ta is not None and tb is not None and ta != tb:
                 yield ValueRecord(path, "changed", a.arc.describe(na), b.arc.describe(nb))
             kids_a = a.children(na) if ka else {}
             kids_b = b.children(nb) if kb else {}
@@ -185,19 +260,31 @@ def walk(a: Side, b: Side, *, checksums: bool) -> Iterator[TensorRecord | ValueR
         elif kb is None:
             yield ValueRecord(path, "removed", a.shown(na), None)
         else:
+            shown_a, shown_b = a.shown(na), b.shown(nb)
             same = a.identity(na) == b.identity(nb)
-            yield ValueRecord(path, "same" if same else "changed", a.shown(na), b.shown(nb))
+            if not same:  # another format may store the same value another way: compare plain values
+                ok_a, plain_a = a.plain(path, na)
+                ok_b, plain_b = b.plain(path, nb) if ok_a else (False, None)
+                if ok_a and ok_b:
+                    same = _canonical(plain_a) == _canonical(plain_b)
+                    shown_a, shown_b = plain_a, plain_b
+            yield ValueRecord(path, "same" if same else "changed", shown_a, shown_b)
 
 
 def _show(side: Side, node: Any, kind: str | None) -> Any:
     return None if kind is None else side.arc.describe(node) if kind != "value" else side.shown(node)
 
 
-def _container_type(node: Any) -> tuple[Any, Any]:
-    """A container's type as compared: dataclass and model classes are; dicts and lists are not."""
+def _container_type(node: Any) -> tuple[Any, Any] | None:
+    """A container's type as compared (dataclass and model classes); None for dicts and lists, and for
+    containers of formats that name no type."""
     if not isinstance(node, dict) or node.get("$type") in PLAIN_CONTAINERS:
-        return (None, None)
+        return None
     return (node.get("$type"), node.get("class"))
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=True)
 
 
 def _tensor(a: Side, b: Side, path: str, na: Any, nb: Any, checksums: bool) -> TensorRecord:

@@ -22,6 +22,14 @@ from typing import Any
 
 PIECE_ELEMENTS = 1 << 20  # elements of each side converted to float64 at a time (8 MiB)
 NUMERIC_KINDS = "biufc"  # numpy dtype kinds compared by value: bool, int, uint, float, complex
+# torch dtypes compared by value; the rest (sub-byte integer shells, bits, packed float4, quantized)
+# are compared by their stored bytes only
+TORCH_NUMERIC = frozenset(
+    ("float64", "float32", "float16", "bfloat16", "complex128", "complex64", "complex32", "bool")
+    + tuple(f"{s}int{n}" for s in ("", "u") for n in (8, 16, 32, 64))
+    + ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu")
+)
+_CARRIERS = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}  # same-size integers for a raw view
 
 
 @dataclass(frozen=True)
@@ -51,7 +59,7 @@ def is_numeric(value: Any) -> bool:
     kind = getattr(dtype, "kind", None)
     if isinstance(kind, str):  # numpy
         return kind in NUMERIC_KINDS
-    return dtype is not None and hasattr(value, "element_size")  # every torch dtype converts to a number
+    return hasattr(value, "element_size") and str(dtype).removeprefix("torch.") in TORCH_NUMERIC
 
 
 def value_nbytes(value: Any) -> int:
@@ -84,9 +92,10 @@ def block_indices(shape: tuple[int, ...], limit: int = PIECE_ELEMENTS) -> Iterat
             stack.extend((*prefix, i) for i in reversed(range(n)))
 
 
-def _as_numpy(piece: Any) -> Any:
+def _as_numpy(piece: Any, *, raw: bool = False) -> Any:
     """One piece as a numpy array, converted where numpy lacks the dtype (bfloat16 and float8 to
-    float32, complex32 to complex64: exactly, so equal values stay equal)."""
+    float32, complex32 to complex64: exactly, so equal values stay equal). raw: a torch piece as
+    same-size integers holding its stored bytes (dtypes that are not numbers to numpy or torch)."""
     import numpy as np
 
     if isinstance(piece, np.ndarray):
@@ -98,8 +107,10 @@ def _as_numpy(piece: Any) -> Any:
     t = piece.detach()
     if t.device.type != "cpu":
         t = t.cpu()
-    if t.is_quantized:
-        t = t.dequantize()
+    if raw:
+        if t.is_quantized:
+            t = t.int_repr()
+        return t.view(getattr(torch, _CARRIERS[t.element_size()])).numpy()
     t = t.resolve_conj().resolve_neg()
     try:
         return t.numpy()
@@ -153,11 +164,15 @@ def distance(a: Any, b: Any, limit: int = PIECE_ELEMENTS) -> Distance:
 
 def equal_values(a: Any, b: Any, limit: int = PIECE_ELEMENTS) -> bool:
     """Whether two arrays of one shape and a dtype compared by equality only (strings, datetimes,
-    records) hold the same values, piece by piece."""
+    records; torch's bits, sub-byte and quantized dtypes, by their bytes) hold the same values, piece
+    by piece."""
     import numpy as np
 
+    if str(a.dtype) != str(b.dtype) and not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
+        return False  # stored bytes of two dtypes that are not numbers: not comparable, not equal
+    raw = not isinstance(a, np.ndarray)
     for index in block_indices(tuple(int(d) for d in a.shape), limit):
-        if not np.array_equal(_as_numpy(a[index]), _as_numpy(b[index])):
+        if not np.array_equal(_as_numpy(a[index], raw=raw), _as_numpy(b[index], raw=raw)):
             return False
     return True
 
