@@ -266,6 +266,18 @@ def test_narrow_dtypes_give_the_statistics_of_their_exact_values(dtype: torch.dt
         )
 
 
+@pytest.mark.parametrize("name", ["bits8", "uint4", "int4", "float4_e2m1fn_x2", "complex32"])
+def test_dtypes_without_arithmetic_are_described_not_summarised(name: str) -> None:
+    dtype = getattr(torch, name, None)
+    if dtype is None:
+        pytest.skip(f"torch {torch.__version__} has no {name}")
+    size = torch.empty(0, dtype=dtype).element_size()
+    x = torch.zeros(4, 4, dtype={1: torch.uint8, 2: torch.int16, 4: torch.int32}[size]).view(dtype)
+    s = tensor_stats(x)
+    assert not s.computed and "no statistics" in s.note and s.shape == [4, 4]
+    assert heat_map(x) is None
+
+
 def test_a_broadcast_view_costs_its_storage() -> None:
     x = torch.tensor([1.0, 2.0]).as_strided((20000, 16384), (0, 0))
     t0 = time.perf_counter()

@@ -72,6 +72,10 @@ def test_tree_and_search(browser, archives, shots) -> None:  # type: ignore[no-u
         box.send_keys("layers.2")
         visible = [r.get_attribute("data-path") for r in rows if r.is_displayed()]
         assert visible == ["/model/layers.2.weight"]
+        box.clear()
+        box.send_keys("model/")
+        browser.execute_script("document.getElementById('tree').scrollIntoView()")
+        snap(browser, shots, "tree")
         browser.find_element(By.LINK_TEXT, "layers.2.weight").click()
         assert "/model/layers.2.weight" in browser.find_element(By.TAG_NAME, "h1").text
 

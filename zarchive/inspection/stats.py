@@ -10,6 +10,7 @@ strides overlap otherwise gets no statistics (they would cost more than the stor
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from collections.abc import Iterator
@@ -181,12 +182,24 @@ def _kind(a: Any) -> str:
     if a.dtype.is_complex:
         return "c"
     if a.dtype.is_floating_point:
-        return "f"
+        return "f" if _widens(a.dtype) else "?"  # (packed float4 has no arithmetic, no cast)
     try:
         torch.iinfo(a.dtype)
     except TypeError:
         return "?"
     return "i"
+
+
+@functools.cache
+def _widens(dtype: Any) -> bool:
+    """Whether torch can cast this floating dtype to float32."""
+    import torch
+
+    try:
+        torch.zeros(1, dtype=dtype).to(torch.float32)
+    except (RuntimeError, NotImplementedError, TypeError):
+        return False
+    return True
 
 
 def tensor_stats(value: Any, *, bins: int = BINS) -> TensorStats:

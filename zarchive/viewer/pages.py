@@ -27,6 +27,8 @@ th{background:#f0f0f0}
 .error{color:#a00;font-weight:bold}
 input[readonly]{background:#f4f4f4;border:1px solid #ccc}
 code{background:#f0f0f0;padding:0 3px}
+.row{display:flex;gap:14px;flex-wrap:wrap;align-items:flex-start}
+.row>section,.row>.column>section{margin-top:0}
 .tree td:first-child{white-space:nowrap}
 """
 
@@ -224,12 +226,14 @@ def value_body(index: int, label: str, v: dict[str, Any], links: Links) -> str:
         heat_html = ""
         if heat:
             where = "".join(f"[{i}]" for i in heat["index"])
-            heat_html = (f"<h2>Heat map</h2><p>slice {e(where or 'the tensor')}: {heat['rows']} x {heat['cols']}, "
-                         f"every {heat['row_step']}th row and {heat['col_step']}th column</p>"
+            rs, cs = heat["row_step"], heat["col_step"]
+            sampled = "every value" if rs == cs == 1 else f"every {rs}. row and every {cs}. column"
+            heat_html = (f"<h2>Heat map</h2><p>{e('slice ' + where if where else 'the tensor')}: "
+                         f"{heat['rows']} x {heat['cols']}, {sampled}</p>"
                          + svg.heat_map(heat["values"], label=f"heat map of /{v['path']}"))  # fmt: skip
-        return (head + f'<section id="stats"><h2>Statistics</h2><table>{_stat_rows(s)}</table>{shared}</section>'
-                f'<section id="histogram"><h2>Histogram</h2>{plot or "<p>no histogram</p>"}</section>'
-                f'<section id="heat">{heat_html}</section>')  # fmt: skip
+        return (head + f'<div class="row"><section id="stats"><h2>Statistics</h2><table>{_stat_rows(s)}</table>{shared}</section>'
+                f'<div class="column"><section id="histogram"><h2>Histogram</h2>{plot or "<p>no histogram</p>"}</section>'
+                f'<section id="heat">{heat_html or "<p>no heat map: fewer than 2 dimensions</p>"}</section></div></div>')  # fmt: skip
     if kind == "table":
         return head + table_sections(index, v, links)
     if kind == "config":
@@ -256,9 +260,9 @@ def table_sections(index: int, v: dict[str, Any], links: Links) -> str:
         if href:
             nav.append(f'<a id="{label}-page" href="{e(href)}">{label}</a>')
     pager = f"<p>rows {r['start']:,} to {r['start'] + len(r['rows']):,} of {r['total']:,} (page {r['page'] + 1} of {r['pages']}) {' '.join(nav)}</p>"
-    return (f'<section id="columns"><h2>Columns</h2><p>{e(t["library"])} {e(t["type"])}: {t["rows"]:,} rows</p>'
+    return (f'<div class="row"><section id="columns"><h2>Columns</h2><p>{e(t["library"])} {e(t["type"])}: {t["rows"]:,} rows</p>'
             f"<table><tr><th>column</th><th>dtype</th><th>nulls</th></tr>{cols}</table></section>"
-            f'<section id="plot"><h2>Numeric columns</h2>{plot or "<p>no numeric columns</p>"}</section>'
+            f'<section id="plot"><h2>Numeric columns</h2>{plot or "<p>no numeric columns</p>"}</section></div>'
             f'<section id="rows"><h2>Rows</h2>{pager}<table class="rows"><tr><th></th>{header}</tr>{body}</table></section>')  # fmt: skip
 
 
