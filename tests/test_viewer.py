@@ -171,6 +171,8 @@ def test_every_input_kind(tmp_path: Path, kind: str) -> None:
         tensors = [n["path"] for n in nodes if n["kind"] == "tensor"]
         assert tensors, nodes
         assert get(server.url)[0] == 200
+        status, checks = api(server, "api/a/0/verify")
+        assert status == 200 and checks["intact"], checks  # type: ignore[index]
         for p in tensors:
             status, v = api(server, "api/" + node_url(p))
             assert status == 200 and v["stats"]["computed"], (p, v)  # type: ignore[index]
