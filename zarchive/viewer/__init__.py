@@ -5,7 +5,9 @@
 - `describe`: what each page shows, as JSON-ready dicts (the tree, metadata, audit, exports, a value);
 - `tables`: column dtypes, null counts and pages of rows of pandas, polars and pyarrow tables;
 - `svg`: the plots (histogram, heat map, line plot, bar chart), drawn as inline SVG;
-- `pages`: the HTML of each page; `server`: the HTTP server; `static`: the self-contained page.
+- `pages`: the HTML of each page; `diffpage`: the diff page (zarchive.inspection.diff);
+- `routes`: the URLs (token, traversal checks, errors as pages); `server`: the HTTP server;
+- `static`: the self-contained page of `--html`.
 """
 
 from __future__ import annotations
