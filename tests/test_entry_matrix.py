@@ -3,9 +3,9 @@
 
 Kinds (tests/hostile/kinds.py): .zarc, torch .pt, .safetensors, .npy, .npz, .zanj, a DCP checkpoint
 directory, a model store folder, a .zarc with exports. Entry points (tests/hostile/cells.py):
-`zarchive.read`, `zarchive.open` + fetch of every leaf, `audit`, `verify`, the weights hash, and the
-commands `ls`, `show`, `cat`, `hash`, `verify`, `audit`, `convert`, `extract`, `neutral`, `store ls`/`show`
-where they apply. Each cell runs in a child forked by tests/hostile/worker.py with its address space
+`zarchive.read`, `zarchive.open` + fetch of every leaf, `audit`, `verify`, the weights hash, the
+diff of a file with itself, and the commands `ls`, `show`, `cat`, `hash`, `verify`, `audit`,
+`convert`, `extract`, `neutral`, `diff`, `store ls`/`show` where they apply. Each cell runs in a child forked by tests/hostile/worker.py with its address space
 capped at MEM_MB over what it starts with, and killed after its time limit.
 
 (a) the valid base of each kind works through every entry point;
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hostile.cells import ENTRIES, EXTRA, SMALL_CONVERT
+from hostile.cells import DIFF, ENTRIES, EXTRA, SMALL_CONVERT
 from hostile.foreign_craft import BUDGET, CASES, SKIP, WORKS, Hostile, Outcome, lists, tampered
 from hostile.kinds import KINDS, LEAF, write_base
 from hostile.worker import Worker
@@ -62,9 +62,19 @@ def hostile_cells() -> list[tuple[Hostile, str, Outcome]]:
             entries = [e for e in dict.fromkeys([*entries, *case.only]) if e in case.only]
         for entry in entries:
             outcome = case.entries.get(entry, case.outcome)
+            if entry in DIFF and entry not in case.entries:
+                outcome = for_diff(outcome)
             if outcome is not SKIP:
                 out.append((case, entry, outcome))
     return out
+
+
+def for_diff(outcome: Outcome) -> Outcome:
+    """A diff builds no value that is not a tensor (it compares manifest nodes), so a case refused where
+    a value is built may be refused by diff or compared within the limits; never a crash or a raw error."""
+    if outcome is SKIP or outcome.error is None:
+        return outcome
+    return Outcome("*", ok=True, peak_mb=outcome.peak_mb)
 
 
 BASE_CELLS = base_cells()

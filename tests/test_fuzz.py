@@ -155,6 +155,7 @@ def attempt(data: bytes) -> str:
             ("ls", path), ("show", path), ("meta", path), ("verify", path), ("audit", path),
             ("cat", path, "model/w"), ("extract", path, os.path.join(d, "out")),
             ("convert", path, os.path.join(d, "out.safetensors")),
+            ("view", "--html", os.path.join(d, "view.html"), "--no-verify", path),
         ]  # fmt: skip
         CLI_CASES.append(1)
         for argv in commands:

@@ -16,8 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-API = ("read", "open", "audit", "verify", "hash")
-CLI = ("cli_ls", "cli_show", "cli_cat", "cli_hash", "cli_verify", "cli_audit", "cli_convert", "cli_extract")
+API = ("read", "open", "audit", "verify", "hash", "diff")
+CLI = ("cli_ls", "cli_show", "cli_cat", "cli_hash", "cli_verify", "cli_audit", "cli_convert", "cli_extract", "cli_diff")
+DIFF = ("diff", "cli_diff")  # compare the file with itself, reading every tensor (no checksum shortcut)
 FILES = ("zarc", "pt", "safetensors", "npy", "npz", "zanj", "exports")
 # extra entry points that apply only where a case names them (they need an input that exercises them)
 EXTRA = ("read_dtype", "read_small_budget", "read_untrusted", "cli_convert_small")
@@ -64,6 +65,13 @@ def _hash(path: str) -> Any:
 
     with zarchive.open(path) as arc:
         return arc.weights_hash()
+
+
+def _diff(path: str) -> Any:
+    from zarchive.inspection.diff import diff_archives
+
+    d = diff_archives(path, path, checksums=False)
+    return {"changed": d.changed(), "tensors": len(d.tensors), "values": len(d.values)}
 
 
 def _audit(path: str) -> dict[str, Any]:
@@ -113,6 +121,7 @@ def _api(entry: str, path: str) -> Any:
         "audit": lambda: _audit(path),
         "verify": lambda: _verify(path),
         "hash": lambda: _hash(path),
+        "diff": lambda: _diff(path),
         "read_dtype": lambda: type(zarchive.read(path, dtype=torch.float64)).__name__,
         "read_small_budget": lambda: type(zarchive.read(path, max_read_bytes=SMALL_BUDGET)).__name__,
         "read_untrusted": lambda: type(zarchive.read(path, trusted=[])).__name__,
@@ -136,6 +145,7 @@ def argv(entry: str, path: str, leaf: str, tmp: str) -> list[str]:
         "cli_convert": ["convert", "-f", path, out + ".zarc"],
         "cli_convert_small": ["convert", "-f", "--max-bytes", str(SMALL_CONVERT), path, out + ".zarc"],
         "cli_extract": ["extract", "-f", path, out],
+        "cli_diff": ["diff", "--no-checksums", path, path],
         "cli_store_ls": ["store", "ls", path],
         "cli_store_show": ["store", "show", path, "latest"],
         "cli_neutral": ["neutral", path],

@@ -9,6 +9,8 @@
     zarchive extract run.zarc out/       unpack members as plain files
     zarchive convert old.zanj new.zarc   from ZANJ / safetensors / torch.save, or to safetensors
     zarchive neutral run.zarc            what it reads to, class-free, as canonical JSON (spec/neutral.md)
+    zarchive diff a.zarc b.zarc          what changed between two checkpoints (exit 0 same, 1 changed)
+    zarchive view run.zarc               a read-only viewer in the browser (view a b: what changed)
 
 ZANJ files can be browsed the same way. User errors print one line and exit non-zero; set
 ZARCHIVE_DEBUG=1 to see a traceback for unexpected failures.
@@ -77,7 +79,7 @@ def _sub(subs: argparse._SubParsersAction, name: str, help_text: str) -> argpars
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import browse, cat, files, neutral, store, weights
+    from . import browse, cat, diff, files, neutral, store, view, weights
 
     parser = argparse.ArgumentParser(
         prog="zarchive",
@@ -159,6 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     store.register(subs)
     weights.register(subs)
     neutral.register(subs)
+    diff.register(subs)
+    view.register(subs)
     return parser
 
 
