@@ -170,6 +170,18 @@ def test_cat_statistics_match_numpy_for_a_partly_broadcast_array() -> None:
     assert _stats_lines(np.lib.stride_tricks.as_strided(np.arange(4.0), (3, 2), (8, 8)))[0].startswith("(statistics")
 
 
+def test_cat_statistics_of_one_row_longer_than_a_block() -> None:
+    """A 2-D array of one row of 2,000,000 values (more than one block of statistics): its row is cut
+    into blocks (this recursed until RecursionError before cat and the viewer shared the statistics)."""
+    from zarchive.cli.cat import _stats_lines
+
+    arr = np.arange(2_000_000, dtype=np.float32).reshape(1, -1)
+    assert (
+        _stats_lines(arr)[0]
+        == f"min 0  max 2e+06  mean {arr.mean(dtype=np.float64):.6g}  std {arr.std(dtype=np.float64):.6g}"
+    )
+
+
 # --- convert: every direction honours --max-bytes, and nothing is expanded on the way ------------
 def test_convert_keeps_broadcast_views_small_in_every_direction(tmp_path: Path) -> None:
     pt = _broadcast_pt(tmp_path / "b.pt")

@@ -179,79 +179,26 @@ def _as_float(t: Any) -> Any:
     return t.as_strided((span,), (1,), t.storage_offset()).float().as_strided(shape, stride, 0)
 
 
-_STATS_BLOCK = 1 << 20  # elements converted to float64 at a time
-
-
-def _distinct(arr: np.ndarray) -> tuple[np.ndarray, int] | None:
-    """`arr` without its broadcast dimensions (zero strides, kept at length 1) and how many times
-    each remaining value repeats; None when the rest still repeats memory (overlapping strides), so
-    statistics would cost more than the storage holds."""
-    from ..handlers.allocation import reach
-
-    small = arr[tuple(slice(0, 1) if st == 0 and n > 1 else slice(None) for n, st in zip(arr.shape, arr.strides))]
-    itemsize = arr.dtype.itemsize
-    steps = [abs(st) // itemsize for st in small.strides] if itemsize else []
-    if itemsize and all(st % itemsize == 0 for st in small.strides) and reach(small.shape, steps) < small.size:
-        return None
-    return small, arr.size // small.size
-
-
-def _blocks(a: np.ndarray) -> Any:
-    """`a` in pieces of about _STATS_BLOCK elements, each a view (nothing copied)."""
-    if a.size <= _STATS_BLOCK or a.ndim == 0:
-        yield a
-    elif a.ndim == 1:
-        for i in range(0, a.shape[0], _STATS_BLOCK):
-            yield a[i : i + _STATS_BLOCK]
-    else:
-        step = max(1, _STATS_BLOCK // max(1, a.size // a.shape[0]))
-        for i in range(0, a.shape[0], step):
-            yield from _blocks(a[i : i + step])
-
-
 def _stats_lines(arr: np.ndarray) -> list[str]:
-    """Statistics of a numeric array (a block at a time: memory stays small however big it is; a
-    broadcast array is summarised from its distinct values), then its values, abridged."""
+    """Statistics of a numeric array (zarchive.inspection.stats: a block at a time, so memory stays
+    small however big it is; a broadcast array is summarised from its distinct values), then its
+    values, abridged."""
     import numpy as np
 
+    from ..inspection.stats import tensor_stats
+
     lines: list[str] = []
-    found = _distinct(arr) if arr.size and arr.dtype.kind in "biuf" else None
-    if arr.size and arr.dtype.kind in "biuf" and found is None:
-        lines.append("(statistics not shown: a view that repeats its storage's values)")
-    elif found is not None:
-        small, repeat = found
-        if arr.dtype.kind == "b":
-            true = sum(int(np.count_nonzero(b)) for b in _blocks(small)) * repeat
-            lines.append(f"true: {true} of {arr.size}")
+    if arr.size and arr.dtype.kind in "biuf":
+        s = tensor_stats(arr, bins=0)
+        if not s.computed:
+            lines.append(f"(statistics not shown: {s.note})")
+        elif s.true is not None:
+            lines.append(f"true: {s.true} of {arr.size}")
+        elif s.min is None:
+            lines += [f"all {s.nan} values are NaN"] if s.nan == arr.size else []
         else:
-            lines += _number_lines(small, repeat)
+            nan = f"  ({s.nan} NaN)" if s.nan else ""
+            lines.append(f"min {s.min:.6g}  max {s.max:.6g}  mean {s.mean:.6g}  std {s.std:.6g}{nan}")
     with np.printoptions(threshold=20, edgeitems=3, precision=4, linewidth=100):
         lines += np.array2string(arr, separator=", ").splitlines()
     return lines
-
-
-def _number_lines(small: np.ndarray, repeat: int) -> list[str]:
-    """min, max, mean and std of `small` (each value counted `repeat` times), in two passes."""
-    import numpy as np
-
-    count, nan, total = 0, 0, 0.0
-    low, high = np.inf, -np.inf
-    for b in _blocks(small):
-        x = np.asarray(b, dtype=np.float64)
-        finite = x[np.isfinite(x)]
-        nan += int(np.isnan(x).sum())
-        if finite.size:
-            count += finite.size
-            total += float(finite.sum())
-            low, high = min(low, float(finite.min())), max(high, float(finite.max()))
-    nan *= repeat
-    if not count:
-        return [f"all {nan} values are NaN"] if nan else []
-    mean = total / count
-    squares = 0.0
-    for b in _blocks(small):
-        x = np.asarray(b, dtype=np.float64)
-        finite = x[np.isfinite(x)]
-        squares += float(((finite - mean) ** 2).sum())
-    std = (squares / count) ** 0.5  # (the repeats scale both sums alike)
-    return [f"min {low:.6g}  max {high:.6g}  mean {mean:.6g}  std {std:.6g}" + (f"  ({nan} NaN)" if nan else "")]

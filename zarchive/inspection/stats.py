@@ -265,7 +265,7 @@ def _summarise(out: TensorStats, small: Any, repeat: int, bins: int) -> None:
     mean = total / count
     squares = 0.0
     span = (low, high) if high > low else (low - 0.5, low + 0.5)
-    nbins = bins if high > low else 1
+    nbins = (bins if high > low else 1) if bins else 0  # (bins=0: no histogram)
     counts = np.zeros(nbins, dtype=np.int64)
     for b in _blocks(small):
         f = _floats(b)
@@ -273,11 +273,13 @@ def _summarise(out: TensorStats, small: Any, repeat: int, bins: int) -> None:
             f = f[np.isfinite(f)]
         d = f - mean
         squares += float(np.dot(d, d))
-        counts += np.histogram(f, bins=nbins, range=span)[0]
+        if nbins:
+            counts += np.histogram(f, bins=nbins, range=span)[0]
     out.min, out.max, out.mean = low, high, mean
     out.std = math.sqrt(squares / count)
-    edges = np.linspace(span[0], span[1], nbins + 1)
-    out.histogram = Histogram([float(e) for e in edges], [int(c) * repeat for c in counts])
+    if nbins:
+        edges = np.linspace(span[0], span[1], nbins + 1)
+        out.histogram = Histogram([float(e) for e in edges], [int(c) * repeat for c in counts])
 
 
 def heat_map(value: Any, *, side: int = HEAT_SIDE) -> HeatMap | None:
