@@ -43,6 +43,7 @@ from hypothesis import strategies as st
 import zarchive
 from zarchive.cli import main as cli_main
 from zarchive.engine.registry import default_handlers
+from zarchive.inspection.diff import diff_archives
 
 EXAMPLES = int(os.environ.get("ZARCHIVE_FUZZ_EXAMPLES", "100"))
 LONG_RUN = "ZARCHIVE_FUZZ_EXAMPLES" in os.environ
@@ -111,8 +112,8 @@ def _cli(*argv: str) -> int:
 
 def attempt(data: bytes) -> str:
     """Everything a reader may do with a file: read (mapped, in memory, with trusted=(), generically,
-    tensors as numpy), open and browse and fetch (and read tensors into memory of the caller's), audit, verify, and every CLI command (ls, show, meta,
-    cat, verify, audit, extract, convert: on one case in ten, chosen by the bytes' CRC). Only
+    tensors as numpy), open and browse and fetch (and read tensors into memory of the caller's), audit, verify, diff with
+    itself, and every CLI command (ls, show, meta, cat, verify, audit, extract, convert, diff: on one case in ten, chosen by the bytes' CRC). Only
     ZArchiveErrors may come out of the library, and the CLI exits 0, 1 or 2, never 3. Returns the
     outcome of the plain read."""
     start = time.monotonic()
@@ -144,6 +145,11 @@ def attempt(data: bytes) -> str:
                 todo += [f"{path}/{k}".strip("/") for k in arc.keys(path)[:10]]
     except zarchive.ZArchiveError:
         pass
+    try:
+        with zarchive.open(data) as arc:
+            diff_archives(arc, arc, checksums=False)  # every tensor read and compared with itself
+    except zarchive.ZArchiveError:
+        pass
     if zlib.crc32(data) % 10:  # the CLI costs ten times the rest: every command on one case in ten
         assert time.monotonic() - start < 30, "one case took more than 30 s"
         return outcome
@@ -154,7 +160,7 @@ def attempt(data: bytes) -> str:
         commands = [
             ("ls", path), ("show", path), ("meta", path), ("verify", path), ("audit", path),
             ("cat", path, "model/w"), ("extract", path, os.path.join(d, "out")),
-            ("convert", path, os.path.join(d, "out.safetensors")),
+            ("convert", path, os.path.join(d, "out.safetensors")), ("diff", "--no-checksums", path, path),
             ("view", "--html", os.path.join(d, "view.html"), "--no-verify", path),
         ]  # fmt: skip
         CLI_CASES.append(1)

@@ -1,7 +1,7 @@
 """Fuzzing every input kind through every entry point (issue 24, item 8): valid base files of each kind
 (torch .pt, .safetensors, .npy, .npz, .zanj, a DCP checkpoint directory, a .zarc with exports; from
 tests/hostile/kinds.py) are mutated, and `read`, `open` + fetch of every leaf, `audit`, `verify`, the
-weights hash (and `onnx_session` for exports) must each succeed or raise a ZArchiveError, nothing else;
+weights hash, a diff with itself (and `onnx_session` for exports) must each succeed or raise a ZArchiveError, nothing else;
 on one case in ten every CLI command runs too and must exit 0, 1 or 2. tests/test_fuzz.py does the
 same for .zarc files; its settings are reused here.
 
@@ -45,6 +45,7 @@ from test_fuzz import FUZZ, LONG_RUN
 
 import zarchive
 from zarchive.cli import main as cli_main
+from zarchive.inspection.diff import diff_archives
 
 MUTATORS = 7
 # per mutator: as tests/test_fuzz.py in the long run; about 100 in all otherwise
@@ -124,7 +125,8 @@ def attempt(kind: str, files: dict[str, bytes]) -> str:
     try:
         with zarchive.open(path) as arc:
             _walk(arc)
-            for extra in (arc.weights_hash, *((lambda: arc.onnx_session(),) if kind == "exports" else ())):
+            diff = lambda: diff_archives(arc, arc, checksums=False)  # every tensor read and compared
+            for extra in (arc.weights_hash, diff, *((lambda: arc.onnx_session(),) if kind == "exports" else ())):
                 try:
                     extra()
                 except zarchive.ZArchiveError:
@@ -136,7 +138,7 @@ def attempt(kind: str, files: dict[str, bytes]) -> str:
         leaf = {"npy": "", "npz": "w", "dcp": "model/w"}.get(kind, "w")
         p = str(path)
         commands = [["ls", p], ["show", p], ["cat", p, leaf], ["hash", p], ["verify", p], ["audit", p],
-                    ["convert", "-f", p, out + ".zarc"]]  # fmt: skip
+                    ["convert", "-f", p, out + ".zarc"], ["diff", "--no-checksums", p, p]]  # fmt: skip
         commands += [["extract", "-f", p, out]] if kind in ("zanj", "exports") else []
         for argv in commands:
             code = _cli(*argv)

@@ -63,6 +63,7 @@ class Side:
         self.arc = arc
         self.budget = getattr(arc, "read_budget", None)
         self.compared = 0
+        self._entries: dict[str, dict[str, str]] = {}  # member -> entry key -> "size:crc32"
 
     def kind(self, node: Any) -> str:
         """'tensor', 'container' or 'value'."""
@@ -124,10 +125,15 @@ class Side:
             return None
         key = node.get("key")
         if isinstance(key, str):
-            for entry in info.get("entries") or ():
-                if isinstance(entry, list) and len(entry) == 4 and entry[0] == key:
-                    return f"{entry[2]}:{entry[3]}"
-            return None
+            entries = self._entries.get(node["$ref"])
+            if entries is None:  # indexed once a member: a checkpoint of 100,000 tensors in one member
+                listed = info.get("entries")
+                entries = self._entries[node["$ref"]] = {
+                    e[0]: f"{e[2]}:{e[3]}"
+                    for e in (listed if isinstance(listed, list) else ())
+                    if isinstance(e, list) and len(e) == 4 and isinstance(e[0], str)
+                }
+            return entries.get(key)
         crc = info.get("crc32")
         return f"{info.get('size')}:{crc}" if isinstance(crc, str) else None
 
