@@ -5,7 +5,7 @@ Kinds (tests/hostile/kinds.py): .zarc, torch .pt, .safetensors, .npy, .npz, .zan
 directory, a model store folder, a .zarc with exports. Entry points (tests/hostile/cells.py):
 `zarchive.read`, `zarchive.open` + fetch of every leaf, `audit`, `verify`, the weights hash, the
 diff of a file with itself, and the commands `ls`, `show`, `cat`, `hash`, `verify`, `audit`,
-`convert`, `extract`, `neutral`, `diff`, `store ls`/`show` where they apply. Each cell runs in a child forked by tests/hostile/worker.py with its address space
+`convert`, `extract`, `neutral`, `diff`, `view --html`, `store ls`/`show` where they apply. Each cell runs in a child forked by tests/hostile/worker.py with its address space
 capped at MEM_MB over what it starts with, and killed after its time limit.
 
 (a) the valid base of each kind works through every entry point;
@@ -70,7 +70,7 @@ def hostile_cells() -> list[tuple[Hostile, str, Outcome]]:
 
 
 def for_diff(outcome: Outcome) -> Outcome:
-    """A diff builds no value that is not a tensor (it compares manifest nodes), so a case refused where
+    """A diff or the viewer builds no value that is not a tensor (it describes manifest nodes), so a case refused where
     a value is built may be refused by diff or compared within the limits; never a crash or a raw error."""
     if outcome is SKIP or outcome.error is None:
         return outcome

@@ -17,8 +17,22 @@ from pathlib import Path
 from typing import Any
 
 API = ("read", "open", "audit", "verify", "hash", "diff")
-CLI = ("cli_ls", "cli_show", "cli_cat", "cli_hash", "cli_verify", "cli_audit", "cli_convert", "cli_extract", "cli_diff")
-DIFF = ("diff", "cli_diff")  # compare the file with itself, reading every tensor (no checksum shortcut)
+CLI = (
+    "cli_ls",
+    "cli_show",
+    "cli_cat",
+    "cli_hash",
+    "cli_verify",
+    "cli_audit",
+    "cli_convert",
+    "cli_extract",
+    "cli_diff",
+    "cli_view",
+)
+# Entry points that build no value but tensors (they describe manifest nodes): diff compares the file
+# with itself, reading every tensor (no checksum shortcut); view --html writes the viewer's static
+# page (every tensor's statistics), showing a value's read error in the page.
+DIFF = ("diff", "cli_diff", "cli_view")
 FILES = ("zarc", "pt", "safetensors", "npy", "npz", "zanj", "exports")
 # extra entry points that apply only where a case names them (they need an input that exercises them)
 EXTRA = ("read_dtype", "read_small_budget", "read_untrusted", "cli_convert_small")
@@ -146,6 +160,7 @@ def argv(entry: str, path: str, leaf: str, tmp: str) -> list[str]:
         "cli_convert_small": ["convert", "-f", "--max-bytes", str(SMALL_CONVERT), path, out + ".zarc"],
         "cli_extract": ["extract", "-f", path, out],
         "cli_diff": ["diff", "--no-checksums", path, path],
+        "cli_view": ["view", "--html", out + ".html", path],
         "cli_store_ls": ["store", "ls", path],
         "cli_store_show": ["store", "show", path, "latest"],
         "cli_neutral": ["neutral", path],
