@@ -104,7 +104,7 @@ def dict_cases() -> list[CaseTuple]:
     lie = "codes must lie"
     return [
         ("dict_column_valid", dict_archive(dict_column()), None, ""),
-        ("dict_duplicate_values", dict_archive(dict_column(offsets=offsets([0, 1, 2])), b"aa"), None, ""),
+        ("dict_duplicate_values", dict_archive(dict_column(offsets=offsets([0, 1, 2]), nbytes=2), b"aa"), None, ""),
         ("dict_codes_out_of_range", dict_archive(dict_column(codes=offsets([0, 2, -1, 0, 1], "|i1"))), "FormatError", lie),
         ("dict_codes_below_minus_one", dict_archive(dict_column(codes=offsets([0, -2, 0, 0, 1], "|i1"))), "FormatError", lie),
         ("dict_codes_huge", dict_archive(dict_column(codes=offsets([0, 2**62, 0, 0, 1], "<i8"))), "FormatError", lie),
