@@ -4,10 +4,7 @@ S3-compatible server (moto, as a subprocess on 127.0.0.1) driven through s3fs.""
 from __future__ import annotations
 
 import io
-import socket
 import subprocess
-import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -151,46 +148,15 @@ def test_lazy_open_fetches_only_what_it_needs_memory(mem_url):
 
 
 # --- a real S3-compatible server ---
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def s3():
     """moto's S3 server in a subprocess on a free loopback port; s3fs options for it; a bucket."""
-    s3fs = pytest.importorskip("s3fs")
+    pytest.importorskip("s3fs")
     pytest.importorskip("moto.server")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the moto S3 server did not start") from None
-                time.sleep(0.1)
-        endpoint = f"http://127.0.0.1:{port}"
-        options = {
-            "key": "testing",
-            "secret": "testing",
-            "endpoint_url": endpoint,
-            "client_kwargs": {"region_name": "eu-west-1"},
-        }
-        fs = s3fs.S3FileSystem(**options)
-        fs.mkdir("zarchive-test")
-        yield {"fs": fs, "options": options, "endpoint": endpoint, "bucket": "zarchive-test"}
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    from tests.s3_server import moto_s3
+
+    with moto_s3() as server:
+        yield server
 
 
 def test_s3_round_trip_and_overwrite(s3):
