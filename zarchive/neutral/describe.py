@@ -270,11 +270,13 @@ class Describer:
         if dtype == "object":
             out["order"] = "C"
             items = self.sequence(node.get("items"), child(path, "items"))
+            shape = node.get("shape")
+            if not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)):
+                raise FormatError("an array's shape must be a list of sizes", path=path)
+            if math.prod(shape) != len(items):  # (checked, not loaded: the items may name classes)
+                raise FormatError("an object array's items do not fill its shape", path=path)
             base = child(path, "items")
             out["items"] = [self.value(v, child(base, i)) for i, v in enumerate(items)]
-            value = self.load(node, path)  # (checks the items against the shape)
-            if int(value.size) != len(items):
-                raise FormatError("an object array's items do not fill its shape", path=path)
             return out
         value = self.load(node, path)
         out["shape"] = [int(d) for d in value.shape]
@@ -476,7 +478,9 @@ _TYPED = {
 
 def neutral_form(arc: NodeSource) -> D:
     """The class-free neutral form of an opened archive (or sharded checkpoint directory):
-    `{"format": "zarchive-generic-1", "value": DESC}`."""
+    `{"format": "zarchive-generic-1", "value": DESC}`. Open it with `unresolved="generic"` (as
+    `neutral_form_of` and the command do), or a class tag this process cannot resolve is refused by
+    the plan; nothing is constructed either way."""
     from ..dcp.view import ShardedCheckpoint
     from ..engine.lazy import LazyArchive
 
