@@ -122,7 +122,8 @@ class Describer:
 
     # --- reading through the archive ---
     def load(self, node: Any, path: str) -> Any:
-        return self.arc.load_node(node, path)
+        """A leaf's value, on the CPU whatever device the node names (the form copies the device)."""
+        return self.arc.load_node(node, path, map_location="cpu")
 
     def member_bytes(self, ref: Any, nbytes: Any, path: str) -> bytes:
         """A member's decoded bytes, read as a `bytes` node naming it (checked and budgeted)."""
