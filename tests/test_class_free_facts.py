@@ -152,3 +152,23 @@ def test_the_form_constructs_no_class_even_one_it_could_resolve(tmp_path: Path) 
     assert Counted.made == []
     assert entries["array"]["items"][1]["fields"] == [["x", {"kind": "int", "path": "array/items/1/x", "value": "2"}]]
     assert zarchive.read(path)["one"] == Counted(3) and Counted.made  # (a read does build them)
+
+
+def test_module_tags_are_descriptive_only(tmp_path: Path) -> None:
+    """`modules` names torch's classes and the model's submodules' classes: audit lists none of them
+    (nothing reads them as classes to resolve), only the model's and its config's."""
+    path = zarchive.save(gm.TinyNet(gm.NetConfig()), tmp_path / "m.zarc", durable=False)
+    assert set(zarchive.audit(path)) == {"golden_models:TinyNet", "golden_models:NetConfig"}
+    assert _root(Path(path))["modules"]["fc1"] == "torch.nn.modules.linear:Linear"
+
+
+def test_the_frozen_1_5_example_shows_the_facts_class_free() -> None:
+    form = json.loads((ROOT / "spec" / "examples" / "class_facts.generic.json").read_text(encoding="ascii"))
+    entries = dict(form["value"]["entries"])
+    enums = entries["enums"]["items"]
+    assert [(e["name"], e["names"]) for e in enums] == [
+        ("GREEN", None), ("RED", None), ("HIGH", None), ("X", None), (None, ["R", "W"]), (None, []),
+    ]  # fmt: skip
+    assert [e["value"]["value"] for e in enums] == ["green", "1", "2", "1", "6", "0"]
+    assert entries["tiny"]["buffers"] == ["bn.running_mean", "bn.running_var", "bn.num_batches_tracked"]
+    assert entries["tied"]["parameters"] == [["embed.weight", True], ["head.weight", True]]
