@@ -6,6 +6,7 @@ reads such files unchanged, and the class-free neutral form (spec/neutral.md) sh
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
 import subprocess
@@ -13,7 +14,7 @@ import sys
 import tarfile
 from io import BytesIO
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import golden_models as gm
 import pytest
@@ -126,3 +127,48 @@ def test_1_5_fields_of_the_wrong_shape_are_refused(tmp_path: Path) -> None:
     for n, edit in enumerate((bad_names, bad_params)):
         with pytest.raises(zarchive.FormatError, match="names|parameters"):
             zarchive.read(rewrite(src, tmp_path / f"bad{n}.zarc", edit))
+
+
+@dataclasses.dataclass
+class Counted:
+    """Counts its constructions: the class-free form must make none, even where the class resolves."""
+
+    x: int
+    made: ClassVar[list[int]] = []
+
+    def __post_init__(self) -> None:
+        Counted.made.append(self.x)
+
+
+def test_the_form_constructs_no_class_even_one_it_could_resolve(tmp_path: Path) -> None:
+    import numpy as np
+
+    items = np.empty(2, dtype=object)
+    items[:] = [Counted(1), Counted(2)]
+    value = {"one": Counted(3), "array": items, "many": [Counted(i) for i in range(300)], "e": gm.Color.RED}
+    path = zarchive.save(value, tmp_path / "c.zarc", durable=False, external_list_threshold=4)
+    Counted.made.clear()
+    entries = dict(neutral_form_of(path)["value"]["entries"])
+    assert Counted.made == []
+    assert entries["array"]["items"][1]["fields"] == [["x", {"kind": "int", "path": "array/items/1/x", "value": "2"}]]
+    assert zarchive.read(path)["one"] == Counted(3) and Counted.made  # (a read does build them)
+
+
+def test_module_tags_are_descriptive_only(tmp_path: Path) -> None:
+    """`modules` names torch's classes and the model's submodules' classes: audit lists none of them
+    (nothing reads them as classes to resolve), only the model's and its config's."""
+    path = zarchive.save(gm.TinyNet(gm.NetConfig()), tmp_path / "m.zarc", durable=False)
+    assert set(zarchive.audit(path)) == {"golden_models:TinyNet", "golden_models:NetConfig"}
+    assert _root(Path(path))["modules"]["fc1"] == "torch.nn.modules.linear:Linear"
+
+
+def test_the_frozen_1_5_example_shows_the_facts_class_free() -> None:
+    form = json.loads((ROOT / "spec" / "examples" / "class_facts.generic.json").read_text(encoding="ascii"))
+    entries = dict(form["value"]["entries"])
+    enums = entries["enums"]["items"]
+    assert [(e["name"], e["names"]) for e in enums] == [
+        ("GREEN", None), ("RED", None), ("HIGH", None), ("X", None), (None, ["R", "W"]), (None, []),
+    ]  # fmt: skip
+    assert [e["value"]["value"] for e in enums] == ["green", "1", "2", "1", "6", "0"]
+    assert entries["tiny"]["buffers"] == ["bn.running_mean", "bn.running_var", "bn.num_batches_tracked"]
+    assert entries["tied"]["parameters"] == [["embed.weight", True], ["head.weight", True]]

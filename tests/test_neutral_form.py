@@ -244,3 +244,28 @@ def test_the_command_prints_the_form_and_fails_cleanly(tmp_path: Path) -> None:
     done = subprocess.run([*run, str(damaged)], capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 2 and done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
     assert "bad.zarc" in done.stderr
+
+
+def test_a_member_named_by_many_nodes_is_decoded_and_hashed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan charges a member once however many nodes name it; the form's work is the same (else
+    a small file naming one compressed member from thousands of nodes would take hours)."""
+    from hostile.craft import pack, unpack
+
+    from zarchive.neutral.describe import Describer
+
+    src = _save({"b": b"ab" * 5000, "a": np.zeros(1000, dtype=np.int64)}, tmp_path / "s.zarc")
+    parts = unpack(src.read_bytes())
+    b, a = parts.manifest["root"]["b"], parts.manifest["root"]["a"]
+    assert b["$ref"].endswith(".zst") and a["$ref"].endswith(".zst")
+    parts.manifest["root"] = {"b": [b] * 500, "a": [a] * 500}
+    many = tmp_path / "many.zarc"
+    many.write_bytes(pack(parts))
+    loads: list[str] = []
+    real = Describer.load
+    monkeypatch.setattr(Describer, "load", lambda self, node, path: loads.append(path) or real(self, node, path))
+    entries = dict(neutral_form_of(many)["value"]["entries"])
+    assert len(loads) == 2  # one member read, one array loaded
+    assert len({json.dumps(d["sha256"]) for d in entries["b"]["items"]}) == 1
+    assert entries["a"]["items"][499]["same_as"] == "a/0"

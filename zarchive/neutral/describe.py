@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import math
 from typing import Any, Protocol
 
@@ -59,6 +60,10 @@ class Describer:
         self.arrays: dict[str, str] = {}  # .npy member -> path of the first array node naming it
         self.tensors: list[tuple[D, str, tuple[str, str], str, bool]] = []  # desc, path, entry, identity, nonempty
         self.identities: dict[str, str] = {}  # tensor identity -> path of its first node
+        # each member and each array or tensor node is decoded once per walk: a file may name one
+        # compressed member from thousands of nodes (the plan charged it once; so is its work here)
+        self.members: dict[tuple[str, int], bytes] = {}
+        self.hashes: dict[str, tuple[list[int], str]] = {}  # a node's JSON -> (shape, sha256)
 
     def run(self) -> D:
         self.arc.plan("")  # every check of a read's phase one, before anything is described
@@ -117,14 +122,25 @@ class Describer:
 
     # --- reading through the archive ---
     def load(self, node: Any, path: str) -> Any:
-        return self.arc.load_node(node, path)
+        """A leaf's value, on the CPU whatever device the node names (the form copies the device)."""
+        return self.arc.load_node(node, path, map_location="cpu")
 
     def member_bytes(self, ref: Any, nbytes: Any, path: str) -> bytes:
         """A member's decoded bytes, read as a `bytes` node naming it (checked and budgeted)."""
         if not isinstance(ref, str) or type(nbytes) is not int:
             raise FormatError("a member reference needs '$ref' and an int 'nbytes'", path=path)
-        data = self.load({"$type": "bytes", "$ref": ref, "nbytes": nbytes}, path)
-        return bytes(data)
+        key = (ref, nbytes)
+        if key not in self.members:
+            self.members[key] = bytes(self.load({"$type": "bytes", "$ref": ref, "nbytes": nbytes}, path))
+        return self.members[key]
+
+    def hashed_values(self, node: D, path: str) -> tuple[list[int], str]:
+        """(shape, SHA-256 of the values) of an array or tensor node, loaded once per distinct node."""
+        key = json.dumps(node, sort_keys=True)
+        if key not in self.hashes:
+            value = self.load(node, path)
+            self.hashes[key] = ([int(d) for d in value.shape], self.values_sha256(value, path))
+        return self.hashes[key]
 
     def lines(self, node: dict[str, Any], path: str) -> list[Any]:
         """The items of a `list` node: the values of its `.jsonl` member's lines."""
@@ -205,8 +221,13 @@ class Describer:
         return out
 
     def t_bytes(self, node: D, path: str) -> D:
-        if "$ref" in node:
-            data = self.member_bytes(node["$ref"], node.get("nbytes"), path)
+        if "$ref" in node:  # (hashed once per member: a file may name it from thousands of nodes)
+            key = json.dumps([node["$ref"], node.get("nbytes")])
+            if key not in self.hashes:
+                data = self.member_bytes(node["$ref"], node.get("nbytes"), path)
+                self.hashes[key] = ([len(data)], sha256_hex(data))
+            (length,), digest = self.hashes[key]
+            return {"kind": "bytes", "bytearray": node.get("bytearray") is True, "length": length, "sha256": digest}
         else:
             try:
                 data = base64.b64decode(_text(node, "base64", path), validate=True)
@@ -270,15 +291,15 @@ class Describer:
         if dtype == "object":
             out["order"] = "C"
             items = self.sequence(node.get("items"), child(path, "items"))
+            shape = node.get("shape")
+            if not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)):
+                raise FormatError("an array's shape must be a list of sizes", path=path)
+            if math.prod(shape) != len(items):  # (checked, not loaded: the items may name classes)
+                raise FormatError("an object array's items do not fill its shape", path=path)
             base = child(path, "items")
             out["items"] = [self.value(v, child(base, i)) for i, v in enumerate(items)]
-            value = self.load(node, path)  # (checks the items against the shape)
-            if int(value.size) != len(items):
-                raise FormatError("an object array's items do not fill its shape", path=path)
             return out
-        value = self.load(node, path)
-        out["shape"] = [int(d) for d in value.shape]
-        out["sha256"] = self.values_sha256(value, path)
+        out["shape"], out["sha256"] = self.hashed_values(node, path)
         ref = node.get("$ref")
         if isinstance(ref, str):
             first = self.arrays.setdefault(ref, path)
@@ -300,8 +321,7 @@ class Describer:
 
     # --- torch (5.4) ---
     def t_tensor(self, node: D, path: str) -> D:
-        value = self.load(node, path)
-        shape = [int(d) for d in value.shape]
+        shape, sha = self.hashed_values(node, path)
         out: D = {
             "kind": "tensor",
             "dtype": node.get("dtype"),
@@ -309,7 +329,7 @@ class Describer:
             "device": node.get("device"),
             "parameter": node.get("parameter") is True,
             "requires_grad": node.get("requires_grad") is True,
-            "sha256": self.values_sha256(value, path),
+            "sha256": sha,
         }
         view = node.get("view")
         identity = _identity(node)
@@ -412,8 +432,6 @@ def _float_part(x: Any, path: str) -> str:
 
 def _identity(node: D) -> str:
     """Nodes that agree in all of these read as one tensor object (spec 5.4)."""
-    import json
-
     fields = {k: node.get(k) for k in ("$ref", "key", "dtype", "shape", "device", "view")}
     fields["parameter"] = node.get("parameter") is True
     fields["requires_grad"] = node.get("requires_grad") is True
@@ -476,7 +494,9 @@ _TYPED = {
 
 def neutral_form(arc: NodeSource) -> D:
     """The class-free neutral form of an opened archive (or sharded checkpoint directory):
-    `{"format": "zarchive-generic-1", "value": DESC}`."""
+    `{"format": "zarchive-generic-1", "value": DESC}`. Open it with `unresolved="generic"` (as
+    `neutral_form_of` and the command do), or a class tag this process cannot resolve is refused by
+    the plan; nothing is constructed either way."""
     from ..dcp.view import ShardedCheckpoint
     from ..engine.lazy import LazyArchive
 

@@ -43,7 +43,7 @@ class ShardedDescriber:
                     for k, v in items.items()
                 ]}  # fmt: skip
         elif tag == TENSOR:
-            value = self.view.load_node(node, path)
+            value = self.view.load_node(node, path, map_location="cpu")
             shape = [int(d) for d in value.shape]
             out = {"kind": "tensor", "dtype": node.get("dtype"), "shape": shape,
                    "sha256": self.tensors.values_sha256(value, path)}  # fmt: skip
