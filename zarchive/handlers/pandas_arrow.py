@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..engine.context import LoadContext, Node, SaveContext
 from ..errors import FormatError
 from .pandas_text import sample_repeats, sample_rows, smallest_codes
 
@@ -116,3 +117,37 @@ def arrow_dict_strings(
     indices = pa.array(codes.astype(np.int64, copy=False), mask=codes < 0)
     decoded = pa.DictionaryArray.from_arrays(indices, dictionary).cast(pa.large_string())
     return pd.arrays.ArrowStringArray(decoded, dtype=dtype)
+
+
+# --- ArrowDtype columns (format 1.5): the "arrow" layout, an `arrow.array` node (handlers/arrow_.py) ---
+
+
+def arrow_dtype_problem(dtype: pd.ArrowDtype) -> str | None:
+    """Why an ArrowDtype column cannot be saved, or None if it can."""
+    from .arrow_ import type_json
+
+    try:
+        type_json(dtype.pyarrow_dtype)
+    except ValueError as e:
+        return f"pandas dtype {dtype} (ArrowDtype): {e}"
+    return None
+
+
+def save_arrow_values(arr: Any, head: dict[str, Any], ctx: SaveContext) -> Node:
+    """An ArrowDtype array: its Arrow array (chunks combined) under `array`, in Arrow's layout."""
+    pa = _pyarrow()
+    whole = pa.array(arr)  # pandas' public __arrow_array__: the array it holds, no copy
+    if isinstance(whole, pa.ChunkedArray):
+        whole = whole.combine_chunks()
+    return {**head, "layout": "arrow", "array": ctx.save(whole, "array")}
+
+
+def load_arrow_values(node: dict[str, Any], length: int, ctx: LoadContext) -> Any:
+    """The ArrowDtype array of an "arrow" node, over the buffers read (no copy)."""
+    from .arrow_ import pyarrow_module
+
+    pa = pyarrow_module()
+    arr = ctx.load(node.get("array"), "array")
+    if not isinstance(arr, pa.Array) or len(arr) != length:
+        raise ctx.error(f"an 'arrow' pandas array needs an Arrow array of {length} values")
+    return pd.arrays.ArrowExtensionArray(arr)
