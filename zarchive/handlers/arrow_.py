@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..container import npy
+from ..container.archive_reader import ArchiveReader
 from ..engine.context import LoadContext, Node, SaveContext
 from ..errors import FormatError, UnknownTypeError
 from ..nodes.arrow_array import ArrowArraySchema
@@ -213,8 +214,41 @@ def _save(arr: Any, t: dict[str, Any], ctx: SaveContext) -> Node:
 
 
 # --- reading ---
+def _shared_member(node: dict[str, Any], ctx: LoadContext) -> np.ndarray | None:
+    """A compressed buffer member as a read-only array over the bytes the reader decoded (no copy of
+    its own: Arrow arrays are never written to); None for other members (read as any array)."""
+    name = node.get("$ref")
+    if not isinstance(name, str) or not isinstance(ctx.reader, ArchiveReader):
+        return None
+    entry = ctx.member_entry(name)
+    if entry.get("codec") != "zstd":
+        return None
+    try:
+        dtype = np.dtype(node["dtype"])
+        (count,) = node["shape"]
+    except (TypeError, ValueError, KeyError):
+        return None  # the numpy handler says what is wrong
+    if not count * dtype.itemsize <= entry["size"] <= count * dtype.itemsize + npy.MAX_HEADER_BYTES + 12:
+        raise FormatError(f"member holds {entry['size']} bytes, {count} items of {dtype.str} need fewer", member=name)
+    arr = npy.parse(ctx.member_bytes(name, shared=True), member=name)
+    if arr.dtype != dtype or arr.shape != (count,):
+        raise FormatError(
+            f"the .npy header says {arr.dtype.str}{list(arr.shape)}, the manifest {dtype.str}", member=name
+        )
+    arr.flags.writeable = False
+    return arr
+
+
 def _load_buffer(node: Any, spec: BufferSpec, ctx: LoadContext) -> np.ndarray:
-    arr = ctx.load(node, spec.role)
+    ctx.path.append(spec.role)
+    try:
+        arr = _shared_member(node, ctx) if isinstance(node, dict) else None
+    except FormatError as e:
+        raise FormatError(e.message, member=e.member, path=ctx.path_str) from None
+    finally:
+        ctx.path.pop()
+    if arr is None:
+        arr = ctx.load(node, spec.role)
     if not isinstance(arr, np.ndarray) or arr.ndim != 1 or arr.dtype != np.dtype(spec.dtype):
         raise ctx.error(f"the {spec.role} buffer must be a 1-D {spec.dtype} array")
     if spec.count is not None and len(arr) != spec.count:
