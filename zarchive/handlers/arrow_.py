@@ -22,6 +22,7 @@ import numpy as np
 
 from ..container import npy
 from ..container.archive_reader import ArchiveReader
+from ..container.archive_writer import CompressHint
 from ..engine.context import LoadContext, Node, SaveContext
 from ..errors import FormatError, UnknownTypeError
 from ..nodes.arrow_array import ArrowArraySchema
@@ -136,14 +137,14 @@ def _window(buf: Any, dtype: str, begin: int, end: int) -> np.ndarray:
 
 
 def save_buffer(arr: np.ndarray, ctx: SaveContext, role: str) -> Node:
-    """A buffer as a 1-D numpy.ndarray node: inline when short, else an `.npy` member compressed when that
-    pays (float data too: table columns are not weights)."""
+    """A buffer as a 1-D numpy.ndarray node: inline when short, else an `.npy` member, compressed (when the
+    save compresses) without a trial for bitmaps, offsets, indices, text and integers, which table columns
+    make compressible, after a trial on a sample for floats (random-looking ones do not pay)."""
     if arr.size < ctx.settings.external_array_threshold:
         return ctx.save(np.ascontiguousarray(arr), role)
     a = np.ascontiguousarray(arr)
-    plan = ctx.add_member(
-        "npy", lambda: [(None, p) for p in npy.array_parts(a)], compress="try", hint=[*ctx.path, role]
-    )
+    hint: CompressHint = "try" if a.dtype.kind == "f" else "always"
+    plan = ctx.add_member("npy", lambda: [(None, p) for p in npy.array_parts(a)], compress=hint, hint=[*ctx.path, role])
     return ctx.ref_node(plan, "numpy.ndarray", dtype=a.dtype.str, shape=[len(a)])
 
 
