@@ -116,6 +116,11 @@ EXAMPLES: tuple[Example, ...] = (
             "values in Arrow's string layout plus int8/int16 codes, -1 where missing): str, string and object text "
             "with missing values, non-ASCII and empty strings, a text index, a Series", builders.columns_dict,
             settings={"external_list_threshold": 4}),
+    Example("columns_arrow", "format 1.5: columns in Arrow's buffer layout (arrow.array: validity bitmaps, offsets, "
+            "values, child arrays, dictionaries): pandas ArrowDtype columns (int64, bool, double, "
+            "large_string, string, a zoned timestamp, list, struct, dictionary) with missing values on an ArrowDtype "
+            "index, and a polars frame (String, Categorical, Enum, zoned Datetime, List, Struct, Int16)",
+            builders.columns_arrow, settings={"external_array_threshold": 4}),
 )  # fmt: skip
 
 
