@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import io
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -345,3 +346,36 @@ def test_the_spec_recipe_rebuilds_the_values_with_numpy_alone(tmp_path: Path) ->
             want = arr.to_pylist()
             same = [g == w or (isinstance(g, float) and math.isnan(g) and math.isnan(w)) for g, w in zip(got, want)]
             assert len(got) == len(want) and all(same), (series.name, got, want)
+
+
+def test_polars_columns_take_the_arrow_layout(tmp_path: Path) -> None:
+    pl = pytest.importorskip("polars")
+    df = pl.DataFrame(
+        {
+            "e": pl.Series(["b", None, "a"] * 100, dtype=pl.Enum(["a", "b", "c"])),
+            "t": pl.Series([1, None, 3] * 100).cast(pl.Datetime("ms", "Europe/Paris")),
+            "l": [[1.5], None, []] * 100,
+        }
+    )
+    zarchive.save({"df": df}, tmp_path / "p.zarc", durable=False)
+    with zarchive.open(tmp_path / "p.zarc") as arc:
+        node = arc.node("df/e")
+        assert node["layout"] == "arrow" and node["array"]["type"]["id"] == "dictionary"
+        assert arc["df/t"].dtype == pl.Datetime("ms", "Europe/Paris")
+    back = zarchive.read(tmp_path / "p.zarc")["df"]
+    assert back.schema == df.schema and back.equals(df)
+
+
+def test_an_unsupported_arrow_dtype_is_refused_naming_the_column(tmp_path: Path) -> None:
+    df = pd.DataFrame({"ok": [1], "bad": pd.Series(["x"], dtype=pd.ArrowDtype(pa.string_view()))})
+    with pytest.raises(zarchive.SaveError, match="string_view") as err:
+        zarchive.save(df, tmp_path / "a.zarc")
+    assert "bad" in str(err.value)
+    assert not (tmp_path / "a.zarc").exists()
+
+
+def test_without_pyarrow_an_arrow_file_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    zarchive.save({"a": pa.array([1, None])}, tmp_path / "a.zarc", durable=False)
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # as where pyarrow is not installed: import fails
+    with pytest.raises(zarchive.ZArchiveError, match=r"zarchive\[arrow\]"):
+        zarchive.read(tmp_path / "a.zarc")
