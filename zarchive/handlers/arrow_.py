@@ -131,9 +131,14 @@ def _bits(buf: Any, offset: int, length: int) -> np.ndarray:
 
 
 def _window(buf: Any, dtype: str, begin: int, end: int) -> np.ndarray:
-    if buf is None:
-        return np.zeros(0, dtype=np.dtype(dtype))
-    return np.frombuffer(buf, dtype=np.dtype(dtype))[begin:end]
+    """Items [begin, end) of a buffer (pyarrow may give an empty array's buffer fewer bytes, or none)."""
+    dt = np.dtype(dtype)
+    raw = np.zeros(0, dtype=np.uint8) if buf is None else np.frombuffer(buf, dtype=np.uint8)
+    if len(raw) < end * dt.itemsize:
+        if end - begin <= 1 and not raw[: end * dt.itemsize].any():  # the one offset (0) of an empty array
+            return np.zeros(end - begin, dtype=dt)
+        raise ValueError(f"an Arrow buffer of {len(raw)} bytes is shorter than its array")
+    return raw[: end * dt.itemsize].view(dt)[begin:end]
 
 
 def save_buffer(arr: np.ndarray, ctx: SaveContext, role: str) -> Node:
