@@ -287,7 +287,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="3 runs and smaller workloads (about a minute or two)")
     p.add_argument("--reps", type=int, help="timed runs per measurement (default 5; 3 with --quick)")
-    p.add_argument("--only", help="comma-separated workloads (big, big-bf16, many-small, table, configured-model)")
+    p.add_argument(
+        "--only", help="comma-separated workloads (big, big-bf16, many-small, table, polars-logs, configured-model)"
+    )
     p.add_argument("--cold", action="store_true", help="drop the page cache before every read (needs root)")
     p.add_argument("--profile", metavar="W:TOOL:OP", help="cProfile one operation, e.g. big:zarchive:read")
     p.add_argument("--out", default=os.path.join(HERE, "results", "latest.md"), help="where to write the report")

@@ -115,7 +115,7 @@ def _zarchive_tools(w: Workload) -> list[Tool]:
         ),
         Tool(f"{ZARCHIVE} compress=off", ".zarc", saver(compress=False), reader(), None),
     ]
-    if w.kind == "table":
+    if w.kind in ("table", "polars"):
         level = TABLE_ZSTD_LEVEL
         tools.append(Tool(f"{ZARCHIVE} zstd={level}", ".zarc", saver(compress=level), reader(), None))
     return tools
@@ -228,6 +228,51 @@ def _pickle_tools(w: Workload) -> list[Tool]:
     ]
 
 
+def _arrow_file_tools(w: Workload) -> list[Tool]:
+    """Arrow IPC with zstd (the Feather v2 file) and Parquet, as pandas and polars users write tables."""
+    if w.kind == "polars":
+        import polars as pl
+
+        return [
+            Tool(
+                "arrow-ipc-zstd",
+                ".arrow",
+                _durable(lambda o, p: o.write_ipc(p, compression="zstd")),
+                pl.read_ipc,
+                None,
+                note='write_ipc(compression="zstd") + fsync / pl.read_ipc',
+            ),
+            Tool(
+                "parquet",
+                ".parquet",
+                _durable(lambda o, p: o.write_parquet(p)),
+                pl.read_parquet,
+                None,
+                note="write_parquet (zstd, polars' default) + fsync / pl.read_parquet",
+            ),
+        ]
+    import pandas as pd
+
+    return [
+        Tool(
+            "arrow-ipc-zstd",
+            ".arrow",
+            _durable(lambda o, p: o.to_feather(p, compression="zstd")),
+            pd.read_feather,
+            None,
+            note='to_feather(compression="zstd") (Arrow IPC) + fsync / pd.read_feather',
+        ),
+        Tool(
+            "parquet",
+            ".parquet",
+            _durable(lambda o, p: o.to_parquet(p)),
+            pd.read_parquet,
+            None,
+            note="to_parquet (pyarrow, snappy) + fsync / pd.read_parquet",
+        ),
+    ]
+
+
 def zanj_read(path: str) -> Any:
     from zanj import ZANJ
 
@@ -261,9 +306,12 @@ def tools_for(w: Workload) -> list[Tool]:
         tools += _numpy_tools(w)
     if w.kind == "table":
         tools += _pickle_tools(w)
-    if w.kind != "model":  # zanj has its own ConfiguredModel, not ours
+    if w.kind in ("table", "polars"):
+        tools += _arrow_file_tools(w)
+    if w.kind not in ("model", "polars"):  # zanj has its own ConfiguredModel, not ours; no polars
         tools.append(ZANJ_TOOL)
-    tools += [Tool(**spec) for spec in compressed_tools(w)]  # benchmarks/compressed.py
+    if w.kind != "polars":
+        tools += [Tool(**spec) for spec in compressed_tools(w)]  # benchmarks/compressed.py
     return tools
 
 

@@ -142,6 +142,8 @@ def touch(obj: Any) -> int:
         return sum(touch(v) for v in obj.values())
     if isinstance(obj, (list, tuple)):
         return sum(touch(v) for v in obj)
+    if type(obj).__module__.startswith("polars"):  # polars holds every value in memory once read
+        return int(obj.estimated_size())
     if type(obj).__name__ == "DataFrame":
         return _touch_frame(obj)
     if hasattr(obj, "files") and hasattr(obj, "__getitem__"):  # an NpzFile still open
@@ -173,6 +175,8 @@ def nbytes(obj: Any) -> int:
         return sum(nbytes(t) for t in obj.state_dict().values())
     if isinstance(obj, dict):
         return sum(nbytes(v) for v in obj.values())
+    if type(obj).__module__.startswith("polars"):
+        return int(obj.estimated_size())
     if type(obj).__name__ == "DataFrame":
         return int(obj.memory_usage(deep=True).sum())
     return 0
@@ -184,7 +188,7 @@ def nbytes(obj: Any) -> int:
 @dataclass(frozen=True)
 class Workload:
     name: str
-    kind: str  # "state_dict", "table" or "model"
+    kind: str  # "state_dict", "table" (pandas), "polars" or "model"
     build: Callable[[], Any]
     lazy_key: str | None  # a mid-sized tensor for one-tensor reads
     description: str
@@ -196,6 +200,7 @@ def workloads(quick: bool = False) -> dict[str, Workload]:
     cfg = GPTShape(n_layer=4) if quick else GPTShape()
     small = 2000 if quick else 5000
     rows = 200_000 if quick else 1_000_000
+    log_rows = 50_000 if quick else 200_000
     nparams = sum(int(np.prod(s)) for _, s in gpt2_shapes(cfg))
     gpt = f"GPT-2-small-shaped state dict, {cfg.n_layer} blocks, {nparams / 1e6:.1f}M params"
     mid = "h.1.attn.c_proj.weight"  # 768x768: 2.4 MB in float32
@@ -206,7 +211,85 @@ def workloads(quick: bool = False) -> dict[str, Workload]:
                  f"{small} float32 tensors of 1-4 KB", 60.0),
         Workload("table", "table", lambda: table(rows), None,
                  f"DataFrame {rows:,} x 6 (int64, float64, str, category, datetime64, bool)", 60.0),
+        Workload("polars-logs", "polars", lambda: polars_logs(log_rows), None,
+                 f"polars DataFrame {log_rows:,} x 19, like service logs (tz datetimes, categoricals, an Enum, "
+                 "repetitive text, nulls, lists, a struct)", 60.0),
         Workload("configured-model", "model", lambda: build_configured_model(cfg), None,
                  f"ConfiguredModel wrapping the 'big' {gpt.split(', ', 1)[1]}", shape=cfg),
     ]  # fmt: skip
     return {w.name: w for w in items}
+
+
+# --- the realistic polars frame ---------------------------------------------------------------------
+
+
+def pa_list(offsets: np.ndarray, values: Any, valid: np.ndarray | None) -> Any:
+    """A pyarrow large_list array of `values` cut at `offsets`, missing where `valid` is false."""
+    import pyarrow as pa
+
+    mask = None if valid is None else pa.array(~valid)
+    return pa.LargeListArray.from_arrays(pa.array(offsets), values, mask=mask)
+
+
+def polars_logs(rows: int):  # -> polars.DataFrame
+    """A polars DataFrame shaped like service logs, 19 columns: tz-aware timestamps, categoricals and an
+    Enum, repetitive text (hosts, paths, templated messages) beside unique request ids, nullable
+    numbers, lists of tags and of ints, and a struct; values repeat as real logs do."""
+    import polars as pl
+
+    rng = np.random.default_rng(SEED)
+    services = np.array(
+        [f"svc-{name}" for name in ["auth", "billing", "search", "cart", "feed", "mail", "media", "geo", "ads", "chat"]]
+    )
+    hosts = np.array([f"host-{i:03d}.{dc}" for i in range(60) for dc in ("eu-west-1", "us-east-2")])
+    paths = np.array([f"/api/v{v}/{r}/{a}" for v in (1, 2) for r in ("users", "orders", "items", "carts", "search")
+                      for a in ("list", "get", "create", "update", "delete", "export", "import", "stats")])  # fmt: skip
+    status = np.array([200, 200, 200, 200, 201, 204, 301, 304, 400, 401, 403, 404, 404, 500, 502, 503], np.int16)
+    tags = ["cache-hit", "cache-miss", "retry", "slow", "auth", "beta", "mobile", "web"]
+    start = np.datetime64("2025-03-01T00:00:00", "us")
+    ts = start + np.cumsum(rng.integers(0, 2_000, rows)).astype("timedelta64[us]")
+    svc = rng.integers(0, len(services), rows)
+    path = rng.integers(0, len(paths), rows)
+    code = status[rng.integers(0, len(status), rows)]
+    latency = np.round(rng.lognormal(3.0, 0.5, rows))
+    tag_pool = pl.Series(tags)
+    ntags = rng.integers(0, 4, rows)
+    tag_offsets = np.concatenate([[0], np.cumsum(ntags)]).astype(np.int64)
+    tag_values = tag_pool.gather(rng.integers(0, len(tags), int(ntags.sum())))
+    tag_lists = pl.Series(pa_list(tag_offsets, tag_values.to_arrow(), None))
+    trace_len = rng.integers(0, 5, rows)
+    trace_offsets = np.concatenate([[0], np.cumsum(trace_len)]).astype(np.int64)
+    trace_vals = pl.Series(rng.integers(0, 50, int(trace_len.sum())).astype(np.int32))
+    traces = pl.Series(pa_list(trace_offsets, trace_vals.to_arrow(), trace_len != 4))
+    missing = rng.random(rows)
+    levels = np.where(code >= 500, "ERROR", np.where(code >= 400, "WARN", np.where(missing < 0.1, "DEBUG", "INFO")))
+    messages = np.char.add(np.char.add(np.char.add("handled ", paths[path]), " status="), code.astype(str))
+    return pl.DataFrame(
+        {
+            "ts": pl.Series(ts).dt.replace_time_zone("UTC"),
+            "ts_local": pl.Series(ts).dt.cast_time_unit("ms").dt.replace_time_zone("UTC").dt.convert_time_zone("Europe/Berlin"),
+            "level": pl.Series(levels).cast(pl.Categorical),
+            "service": pl.Series(services[svc]).cast(pl.Categorical),
+            "host": hosts[rng.integers(0, len(hosts), rows)],
+            "region": pl.Series(np.array(["eu", "us", "ap", "sa", "af"])[svc % 5]).cast(pl.Enum(["eu", "us", "ap", "sa", "af"])),
+            "request_id": np.char.add("req-", (np.arange(rows) + 7_340_000).astype("U9")),
+            "user_id": pl.Series(rng.integers(1, 2_000, rows)).set(pl.Series(missing < 0.2), None),
+            "status": code,
+            "latency_ms": pl.Series(latency).set(pl.Series(missing > 0.97), None),
+            "bytes": (code.astype(np.int64) % 7 + path % 11) * 512,
+            "path": paths[path],
+            "message": messages,
+            "tags": tag_lists,
+            "retries": pl.Series(rng.integers(0, 3, rows).astype(np.int8)).set(pl.Series(missing > 0.9), None),
+            "ok": code < 400,
+            "client": pl.DataFrame({
+                "agent": np.array(["curl/8", "python-requests/2", "Mozilla/5.0", "okhttp/4"])[svc % 4],
+                "version": np.array(["1.0.3", "1.1.0", "2.0.0-beta"])[path % 3],
+                "debug": missing < 0.05,
+            }).to_struct(),
+            "trace": traces,
+            "session_start": pl.Series(ts - np.timedelta64(3_600_000_000, "us")).dt.cast_time_unit("ns")
+            .dt.replace_time_zone("UTC").dt.convert_time_zone("America/New_York")
+            .set(pl.Series(missing < 0.3), None),
+        }
+    )  # fmt: skip

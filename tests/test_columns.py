@@ -139,7 +139,8 @@ def test_the_planner_counts_text_column_bytes(tmp_path: Path) -> None:
 
 
 def test_the_utf8_layout_is_format_1_3() -> None:
-    assert BUILTIN_SCHEMAS["pandas.array"].since == "1.4"  # "utf8" came in 1.3, "dict" (test_columns_dict.py) in 1.4
+    # "utf8" came in 1.3, "dict" (test_columns_dict.py) in 1.4, "arrow" (test_arrow_columns.py) in 1.5
+    assert BUILTIN_SCHEMAS["pandas.array"].since == "1.5"
     assert zarchive.read(EXAMPLES / "columns_text.zarc")["frame"].shape == (12, 5)
 
 

@@ -80,6 +80,13 @@ def _bases() -> dict[str, bytes]:
         "blob": bytes(range(256)) * 17,
         "small": {1: "a", (2, 3): frozenset({4.5}), "t": (1.5, float("inf"))},
     }
+    try:  # an Arrow column (format 1.5 arrow.array: bitmaps, offsets, text, a struct child, a dictionary)
+        import pyarrow as pa
+
+        obj["arrow"] = pa.array([{"k": ["x", None]}, None, {"k": []}] * 100)
+        obj["arrow_dict"] = pa.array(["a", "b", None] * 100).dictionary_encode()
+    except ImportError:
+        pass
     out = {}
     with tempfile.TemporaryDirectory() as d:
         for label, kw in {"zstd": {}, "plain": {"compress": False}, "weights": {"compress_weights": True}}.items():

@@ -98,6 +98,16 @@ def _check_polars(obj: Any, back: Any) -> None:
         assert back.dtype == obj.dtype
 
 
+def _arrow_example() -> Any:
+    import pyarrow as pa
+
+    return pa.array([{"k": ["x", None]}, None, {"k": []}] * 100)
+
+
+def _check_arrow(obj: Any, back: Any) -> None:
+    assert type(back) is type(obj) and back.type == obj.type and back.equals(obj)
+
+
 # name -> (make the example, compare (original, loaded); None means exact equality via `same`)
 EXAMPLES: dict[str, tuple[Callable[[], Any], Callable[[Any, Any], None] | None]] = {
     "json": (lambda: "text ✓", None),
@@ -127,6 +137,7 @@ EXAMPLES: dict[str, tuple[Callable[[], Any], Callable[[Any, Any], None] | None]]
     "pandas.scalar": (lambda: pd.Timestamp("2021-03-04 05:06:07.123456789", tz="UTC"), None),
     "polars.DataFrame": (lambda: pl.DataFrame({"a": [1, None], "b": ["x", None], "c": [[1.5], []]}), _check_polars),
     "polars.Series": (lambda: pl.Series("s", ["é", None, "z"] * 100, dtype=pl.Categorical), _check_polars),
+    "arrow.array": (lambda: _arrow_example(), _check_arrow),
     "torch.Tensor": (lambda: torch.nn.Parameter(torch.randn(3, 4)), None),
     "torch.device": (lambda: torch.device("cpu"), None),
     "torch.dtype": (lambda: torch.bfloat16, None),

@@ -94,10 +94,13 @@ def test_every_dtype_round_trips_exactly(tmp_path: Path, roundtrip: Any, layout:
         assert_series_equal(back, s, check_exact=True)
 
 
-def test_text_columns_use_the_pandas_utf8_layout(tmp_path: Path) -> None:
-    """A long text column: offsets, a .utf8 member and a validity array, as pandas' "utf8" layout."""
+def test_text_columns_use_the_pandas_utf8_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without pyarrow, a long text column: offsets, a .utf8 member and a validity array, as pandas'
+    "utf8" layout (format 1.3; with pyarrow, columns take the "arrow" layout of format 1.5)."""
     df = pl.DataFrame({"s": ["ab", None, "日本"] * 200, "c": pl.Series(["x", "y", "x"] * 200, dtype=pl.Categorical)})
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # as where pyarrow is not installed: import fails
     zarchive.save(df, tmp_path / "t.zarc", durable=False, compress=False)
+    monkeypatch.delitem(sys.modules, "pyarrow")
     names = set(zipfile.ZipFile(tmp_path / "t.zarc").namelist())
     assert {"s.utf8", "s/offsets.npy", "s/valid.npy", "c.utf8", "c/offsets.npy"} <= names
     with zarchive.open(tmp_path / "t.zarc") as arc:
@@ -181,7 +184,9 @@ def _deep_list(levels: int) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def hostile_base(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     path = tmp_path_factory.mktemp("polars") / "base.zarc"
-    zarchive.save(every_dtype(9), path, durable=False, external_list_threshold=100, external_array_threshold=100)
+    with pytest.MonkeyPatch.context() as mp:  # the column-by-column layout (format 1.3), written without pyarrow
+        mp.setitem(sys.modules, "pyarrow", None)
+        zarchive.save(every_dtype(9), path, durable=False, external_list_threshold=100, external_array_threshold=100)
     return path.read_bytes()
 
 

@@ -570,3 +570,52 @@ def class_facts() -> dict[str, Any]:
         "tied": tied_net(),
         "tiny": tiny_net(),
     }
+
+
+def columns_arrow() -> dict[str, Any]:
+    """Format 1.5: columns in Arrow's buffer layout (`arrow.array`, spec/pandas.md 5.4): a pandas frame of
+    ArrowDtype columns (int64, bool, double with NaN, large_string, string, a zoned timestamp,
+    a list, a struct, a dictionary; every one with a missing value) on an ArrowDtype index, and a polars
+    frame (String, Categorical, Enum, a zoned Datetime, List, Struct, Int16 with nulls)."""
+    import datetime as dt
+
+    import polars as pl
+    import pyarrow as pa
+
+    def rep(values: list[Any], n: int = 12) -> list[Any]:
+        return (values * n)[:n]
+
+    def col(values: list[Any], t: Any) -> Any:
+        return pd.array(rep(values), dtype=pd.ArrowDtype(t))
+
+    frame = pd.DataFrame(
+        {
+            "int": col([-(2**63), None, 7], pa.int64()),
+            "bool": col([True, None, False], pa.bool_()),
+            "double": col([1.5, None, float("nan")], pa.float64()),
+            "large_string": col(["Grüße 🎉", None, ""], pa.large_string()),
+            "string": col(["a", "b", None], pa.string()),
+            "when": col([dt.datetime(2024, 3, 31, 1, 30, tzinfo=dt.UTC), None, dt.datetime(1900, 1, 1, tzinfo=dt.UTC)],
+                        pa.timestamp("us", tz="Europe/Paris")),
+            "list": col([[1, None], [], None], pa.list_(pa.int32())),
+            "struct": col([{"a": 1, "b": "x"}, None, {"a": None, "b": "y"}],
+                          pa.struct([("a", pa.int64()), ("b", pa.string())])),
+            "dictionary": pd.Series(pa.array(rep(["red", None, "blue", "red"])).dictionary_encode(),
+                                    dtype=pd.ArrowDtype(pa.dictionary(pa.int32(), pa.string()))).array,
+        },
+        index=pd.Index(range(12), dtype=pd.ArrowDtype(pa.int32())),
+    )  # fmt: skip
+    polars_frame = pl.DataFrame(
+        [
+            pl.Series("str", rep(["Grüße 🎉", None, ""]), dtype=pl.String),
+            pl.Series("cat", rep(["x", None, "y"]), dtype=pl.Categorical),
+            pl.Series("enum", rep(["b", None, "a"]), dtype=pl.Enum(["a", "b", "c"])),
+            pl.Series("dt_tz", rep([dt.datetime(2024, 3, 31, 2, 30), None, dt.datetime(1900, 1, 1)]),
+                      dtype=pl.Datetime("us", "Asia/Tokyo")),
+            pl.Series("list", rep([["p", None], [], None]), dtype=pl.List(pl.String)),
+            pl.Series("struct", rep([{"a": 1.5, "b": True}, None, {"a": None, "b": None}]),
+                      dtype=pl.Struct({"a": pl.Float64, "b": pl.Boolean})),
+            pl.Series("i16", rep([-1, None, 300]), dtype=pl.Int16),
+        ]
+    )  # fmt: skip
+    return {"frame": frame, "polars": polars_frame}

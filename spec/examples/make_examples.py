@@ -119,6 +119,11 @@ EXAMPLES: tuple[Example, ...] = (
     Example("class_facts", "format 1.5: what a reader without the classes needs, in the file: Enum members with "
             "their values, Flag combinations with their member names, models with their modules, parameters "
             "(requires_grad) and buffers", builders.class_facts),
+    Example("columns_arrow", "format 1.5: columns in Arrow's buffer layout (arrow.array: validity bitmaps, offsets, "
+            "values, child arrays, dictionaries): pandas ArrowDtype columns (int64, bool, double, "
+            "large_string, string, a zoned timestamp, list, struct, dictionary) with missing values on an ArrowDtype "
+            "index, and a polars frame (String, Categorical, Enum, zoned Datetime, List, Struct, Int16)",
+            builders.columns_arrow, settings={"external_array_threshold": 4}),
 )  # fmt: skip
 
 

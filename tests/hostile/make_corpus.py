@@ -24,6 +24,7 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from hostile.cases_arrow import arrow_cases
 from hostile.cases_bounded import bounded_cases
 from hostile.cases_chunks import chunk_cases
 from hostile.cases_columns import column_cases, dict_cases
@@ -318,6 +319,7 @@ CASES += [Case(*c) for c in member_cases(base, with_root)]
 CASES += [Case(*c) for c in export_cases(base)]  # format 1.3 exports (tests/hostile/cases_exports.py)
 CASES += [Case(*c) for c in column_cases()]  # format 1.3 text columns (tests/hostile/cases_columns.py)
 CASES += [Case(*c) for c in dict_cases()]  # format 1.4 text columns with a dictionary (cases_columns.py)
+CASES += [Case(*c) for c in arrow_cases()]  # format 1.5 Arrow arrays (tests/hostile/cases_arrow.py)
 CASES += [Case(*c) for c in chunk_cases(base)]
 
 # --- work bounds (tests/hostile/cases_bounded.py; tests/test_bounded.py) ---------------------------------

@@ -55,6 +55,7 @@ BUILTIN_HANDLERS: tuple[BuiltinHandler, ...] = (
     BuiltinHandler("pandas.Index", "pandas_:PandasIndexHandler", needs="pandas"),
     BuiltinHandler("pandas.array", "pandas_arrays:PandasArrayHandler", needs="pandas"),
     BuiltinHandler("pandas.scalar", "pandas_scalars:PandasScalarHandler", needs="pandas"),
+    BuiltinHandler("arrow.array", "arrow_:ArrowArrayHandler", needs="pyarrow"),
     BuiltinHandler("polars.DataFrame", "polars_:PolarsFrameHandler", needs="polars"),
     BuiltinHandler("polars.Series", "polars_:PolarsSeriesHandler", needs="polars"),
     BuiltinHandler("torch.Tensor", "torch_tensor:TensorHandler", needs="torch"),

@@ -14,7 +14,9 @@ One "pandas.array" node per array, with a `layout` saying how its data is split:
 - "masked": nullable Int*/UInt*/Float*/boolean: `data` plus `mask` (left out when nothing is missing);
 - "datetime": zone-aware datetimes: UTC `data` (datetime64 of the column's unit) plus the zone;
 - "period": int64 ordinals plus the frequency;
-- "numpy": any other array wrapping a numpy array (NumpyExtensionArray, naive DatetimeArray...).
+- "numpy": any other array wrapping a numpy array (NumpyExtensionArray, naive DatetimeArray...);
+- "arrow" (format 1.5): pandas' ArrowDtype columns, their Arrow array in `array` (an `arrow.array`
+  node, handlers/arrow_.py: Arrow's own buffers), read back as the same ArrowDtype.
 
 Numeric parts are saved as numpy arrays through the chain, so they are inline when small and `.npy`
 members (mapped without copying) when large. Unknown extension arrays are refused, never degraded.
@@ -35,7 +37,16 @@ from ..container.utf8_column import decode_utf8
 from ..engine.context import LoadContext, Node, SaveContext
 from ..nodes.tables import PandasArraySchema
 from .base import Handler, expect
-from .pandas_arrow import arrow_buffers, arrow_column, arrow_dict_strings, arrow_dictionary, arrow_strings
+from .pandas_arrow import (
+    arrow_buffers,
+    arrow_column,
+    arrow_dict_strings,
+    arrow_dictionary,
+    arrow_dtype_problem,
+    arrow_strings,
+    load_arrow_values,
+    save_arrow_values,
+)
 from .pandas_scalars import check_freq, check_unit, tz_fields, tz_from
 from .pandas_text import (
     DictParts,
@@ -69,7 +80,9 @@ def unsupported(dtype: Any) -> str | None:
         return None
     if type(dtype) in _MASKED_DTYPES:
         return None
-    return f"pandas dtype {dtype} ({type(dtype).__name__}) is not supported (sparse, interval, arrow and third-party extension types cannot be saved)"
+    if isinstance(dtype, pd.ArrowDtype):
+        return arrow_dtype_problem(dtype)
+    return f"pandas dtype {dtype} ({type(dtype).__name__}) is not supported (sparse, interval and third-party extension types cannot be saved)"
 
 
 def column_values(obj: pd.Series | pd.Index) -> Any:
@@ -143,6 +156,8 @@ class PandasArrayHandler(PandasArraySchema, Handler):
         problem = unsupported(dtype)
         if problem:
             raise ctx.error(problem)
+        if isinstance(dtype, pd.ArrowDtype):
+            return save_arrow_values(arr, head, ctx)
         if isinstance(dtype, pd.StringDtype):
             extra = {"storage": dtype.storage, "na_value": "NA" if dtype.na_value is pd.NA else "nan"}
             column = arrow_column(arr) if len(arr) > ctx.settings.external_list_threshold else None
@@ -240,6 +255,8 @@ class PandasArrayHandler(PandasArraySchema, Handler):
         layout = node.get("layout")
         if layout in ("strings", "utf8", "dict"):
             return self._load_strings(node, length, ctx)
+        if layout == "arrow":
+            return load_arrow_values(node, length, ctx)
         if layout == "items":
             items = ctx.load(node.get("items"), "items")
             if not isinstance(items, list) or len(items) != length:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..engine.context import LoadContext, Node, SaveContext
 from ..errors import FormatError
 from .pandas_text import sample_repeats, sample_rows, smallest_codes
 
@@ -80,22 +81,32 @@ def arrow_buffers(column: Any) -> tuple[np.ndarray, bytes, np.ndarray | None]:
     return offsets - start, data, valid
 
 
+ARROW_DICT_SHARE = 16
+
+
 def arrow_dictionary(column: Any) -> tuple[np.ndarray, np.ndarray] | None:
     """(codes, distinct values) of an `arrow_column` whose values repeat, as
     `pandas_text.dictionary_codes` gives them for python storage (codes of the smallest integer
     type, -1 where missing; the values in order of first appearance); None when a dictionary does
-    not pay. Arrow's own hash table does the work."""
+    not pay. Arrow's own hash table does the work.
+
+    Arrow text gives every row its own bytes, so reading a dictionary back costs a copy of every row's
+    value, where the `utf8` layout hands pyarrow the column's buffers as they are (format 1.5 writers):
+    a dictionary pays only where values repeat much more than for python storage (at most one
+    distinct value in ARROW_DICT_SHARE present ones: a smaller file, and a few long values repeated
+    over many rows can still be read within a budget, in python storage)."""
     pa = _pyarrow()
     present = len(column) - column.null_count
     if present < 2:
         return None
     rows = sample_rows(len(column))
+    share = present * 2 // ARROW_DICT_SHARE  # sample_repeats asks for at most share // 2 distinct values
     if rows is not None:
         sample = column.take(pa.array(rows)).dictionary_encode()
-        if not sample_repeats(sample.indices.fill_null(-1).to_numpy(zero_copy_only=False), present):
+        if not sample_repeats(sample.indices.fill_null(-1).to_numpy(zero_copy_only=False), share):
             return None
     encoded = column.dictionary_encode()
-    if 2 * len(encoded.dictionary) > present:
+    if ARROW_DICT_SHARE * len(encoded.dictionary) > present:
         return None
     codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False)
     distinct = np.empty(len(encoded.dictionary), dtype=object)
@@ -116,3 +127,37 @@ def arrow_dict_strings(
     indices = pa.array(codes.astype(np.int64, copy=False), mask=codes < 0)
     decoded = pa.DictionaryArray.from_arrays(indices, dictionary).cast(pa.large_string())
     return pd.arrays.ArrowStringArray(decoded, dtype=dtype)
+
+
+# --- ArrowDtype columns (format 1.5): the "arrow" layout, an `arrow.array` node (handlers/arrow_.py) ---
+
+
+def arrow_dtype_problem(dtype: pd.ArrowDtype) -> str | None:
+    """Why an ArrowDtype column cannot be saved, or None if it can."""
+    from .arrow_ import type_json
+
+    try:
+        type_json(dtype.pyarrow_dtype)
+    except ValueError as e:
+        return f"pandas dtype {dtype} (ArrowDtype): {e}"
+    return None
+
+
+def save_arrow_values(arr: Any, head: dict[str, Any], ctx: SaveContext) -> Node:
+    """An ArrowDtype array: its Arrow array (chunks combined) under `array`, in Arrow's layout."""
+    pa = _pyarrow()
+    whole = pa.array(arr)  # pandas' public __arrow_array__: the array it holds, no copy
+    if isinstance(whole, pa.ChunkedArray):
+        whole = whole.combine_chunks()
+    return {**head, "layout": "arrow", "array": ctx.save(whole, "array")}
+
+
+def load_arrow_values(node: dict[str, Any], length: int, ctx: LoadContext) -> Any:
+    """The ArrowDtype array of an "arrow" node, over the buffers read (no copy)."""
+    from .arrow_ import pyarrow_module
+
+    pa = pyarrow_module()
+    arr = ctx.load(node.get("array"), "array")
+    if not isinstance(arr, pa.Array) or len(arr) != length:
+        raise ctx.error(f"an 'arrow' pandas array needs an Arrow array of {length} values")
+    return pd.arrays.ArrowExtensionArray(arr)

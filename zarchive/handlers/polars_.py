@@ -118,12 +118,28 @@ def _at(ctx: SaveContext | LoadContext, key: str | None) -> Any:
     return _Path()
 
 
-def save_column(s: Any, ctx: SaveContext, key: str | None) -> Node:
-    """The `polars.Series` node of a Series, saved at child `key`."""
+def _pyarrow() -> Any:
+    try:
+        import pyarrow
+    except ImportError:
+        return None
+    return pyarrow
+
+
+def save_column(s: Any, ctx: SaveContext, key: str | None, *, arrow: bool = True) -> Node:
+    """The `polars.Series` node of a Series, saved at child `key`: where pyarrow is installed, the column
+    as one Arrow array in Arrow's own layout (format 1.5, layout "arrow"), else column by column."""
     with _at(ctx, key):
         dtype = dtype_node(s.dtype, ctx)
         kind = dtype["kind"]
         node: dict[str, Any] = {"$type": PolarsSeriesSchema.name, "name": s.name, "dtype": dtype, "length": len(s)}
+        pa = _pyarrow() if arrow else None
+        if pa is not None:
+            array = s.to_arrow()  # polars' buffers, as Arrow holds them (no copy for most types)
+            if isinstance(array, pa.ChunkedArray):
+                array = array.combine_chunks()
+            node.update(layout="arrow", array=ctx.save(array, "array"))
+            return node
         nulls = s.null_count() if kind != "Null" else 0
         valid = None if nulls == 0 else ~s.is_null().to_numpy()
         if kind == "Enum":  # its codes, as the physical unsigned ints polars keeps
@@ -191,6 +207,8 @@ def _load_values(node: dict[str, Any], ctx: LoadContext) -> Any:
     dtype = dtype_from(node.get("dtype"), ctx)
     kind = node["dtype"]["kind"]
     length = expect(node, "length", int, ctx)
+    if node.get("layout") == "arrow":
+        return _from_arrow(node, ctx, dtype, length)
     if kind in TEXT_KINDS and "$ref" in node:
         offsets, data, valid = utf8_parts(node, ctx, length)
         return _with_nulls(_text_series(offsets, data, length, node["$ref"]), valid).cast(dtype)
@@ -239,6 +257,21 @@ def _load_values(node: dict[str, Any], ctx: LoadContext) -> Any:
         s = pl.DataFrame(children).to_struct("") if children else pl.Series("", [{}] * length, dtype=dtype)
         return _with_nulls(s, valid).cast(dtype)
     raise ctx.error(f"polars dtype {kind!r} has no column layout")
+
+
+def _from_arrow(node: dict[str, Any], ctx: LoadContext, dtype: Any, length: int) -> Any:
+    """The Series of a column in the "arrow" layout: polars takes the Arrow array's buffers (no per-row
+    work for numbers, text, lists and structs), then casts to the stored dtype where Arrow's type
+    does not say it all (Enum, Categorical)."""
+    pl = polars_module()
+    from .arrow_ import pyarrow_module
+
+    pa = pyarrow_module()
+    arr = ctx.load(node.get("array"), "array")
+    if not isinstance(arr, pa.Array) or len(arr) != length:
+        raise ctx.error(f"an 'arrow' polars column needs an Arrow array of {length} values")
+    s = pl.Series("", arr) if not isinstance(arr, pa.NullArray) else pl.Series("", [None] * length, dtype=pl.Null)
+    return s if s.dtype == dtype else s.cast(dtype)
 
 
 def _text_series(offsets: np.ndarray, data: memoryview, length: int, member: str) -> Any:

@@ -12,6 +12,7 @@ from .arrays import (
     TorchDtypeSchema,
     TorchSizeSchema,
 )
+from .arrow_array import ArrowArraySchema
 from .base import MISSING, NodeSchema
 from .classes import ConfiguredModelSchema, DataclassSchema, EnumSchema, NamedTupleSchema, OmegaConfSchema
 from .polars_nodes import PolarsFrameSchema, PolarsSeriesSchema
@@ -46,7 +47,7 @@ BUILTIN_SCHEMAS: dict[str, NodeSchema] = {
         NumpyArraySchema(), NumpyScalarSchema(), NumpyDtypeSchema(),
         TensorSchema(), TorchDeviceSchema(), TorchDtypeSchema(), TorchSizeSchema(),
         PandasFrameSchema(), PandasSeriesSchema(), PandasIndexSchema(), PandasArraySchema(), PandasScalarSchema(),
-        PolarsFrameSchema(), PolarsSeriesSchema(),
+        PolarsFrameSchema(), PolarsSeriesSchema(), ArrowArraySchema(),
     )
 }  # fmt: skip
 

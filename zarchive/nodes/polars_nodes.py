@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .arrow_array import converted_bytes
 from .base import NodeSchema, PlanSink, is_int
 from .columns import plan_utf8
 
@@ -75,7 +76,7 @@ def dtype_text(dtype: Any) -> str:
 
 class PolarsSeriesSchema(NodeSchema):
     name = "polars.Series"
-    since = "1.3"
+    since = "1.5"  # layout "arrow" (1.5): the column as one `arrow.array` node
 
     def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         if not isinstance(node.get("name"), str):
@@ -87,7 +88,13 @@ class PolarsSeriesSchema(NodeSchema):
         length = node.get("length")
         if type(length) is not int or length < 0:
             raise p.error("a polars column needs a non-negative int 'length'")
-        if kind in TEXT_KINDS and "$ref" in node:
+        if node.get("layout") == "arrow":
+            array = node.get("array")
+            if not isinstance(array, dict) or array.get("$type") != "arrow.array" or array.get("length") != length:
+                raise p.error(f"an 'arrow' polars column needs 'array', an arrow.array node of {length} values")
+            p.visit(array, "array")
+            p.inline_bytes(converted_bytes(array))  # polars copies text and lists into its own views
+        elif kind in TEXT_KINDS and "$ref" in node:
             plan_utf8(node, p)
         else:
             for key in ("valid", "data", "offsets", "values", "fields"):

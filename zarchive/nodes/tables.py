@@ -70,7 +70,8 @@ class PandasFrameSchema(NodeSchema):
 
 class PandasArraySchema(NodeSchema):
     name = "pandas.array"
-    since = "1.4"  # layouts "utf8" (1.3): text in Arrow's string layout; "dict" (1.4): with a dictionary
+    since = "1.5"  # layouts "utf8" (1.3): text in Arrow's string layout; "dict" (1.4): with a dictionary;
+    # "arrow" (1.5): an ArrowDtype column, its `array` an `arrow.array` node (nodes/arrow_array.py)
 
     def plan(self, node: dict[str, Any], p: PlanSink) -> None:
         layout = node.get("layout")
@@ -85,6 +86,12 @@ class PandasArraySchema(NodeSchema):
                 if k not in nested and isinstance(v, (dict, list)):
                     raise p.error(f"unexpected field {k!r} in a {layout!r} pandas array")
             return
+        if layout == "arrow":
+            array = node.get("array")
+            if not isinstance(array, dict) or array.get("$type") != "arrow.array":
+                raise p.error("an 'arrow' pandas array needs 'array', an arrow.array node")
+            if array.get("length") != node.get("length"):
+                raise p.error("the Arrow array's length is not the column's")
         p.walk_fields(node)
 
     def summary(self, node: dict[str, Any]) -> str:
