@@ -35,8 +35,8 @@ from measure import (
     timed,
     warm_file,
 )
-from report import METRICS, render
-from tools import Tool, tools_for, unsupported
+from report import FRESH_SAMPLES, METRICS, render
+from tools import ZARCHIVE, Tool, tools_for, unsupported
 from workloads import Workload, nbytes, touch, workloads
 
 SLOW_S = 20.0  # a tool whose warm-up run takes longer than this is measured once, not N times
@@ -65,6 +65,18 @@ LAZY_SAMPLES = 5
 def _lazy_and_touch(t: Tool, path: str, key: str) -> int:
     assert t.lazy is not None
     return touch(t.lazy(path, key))
+
+
+# "fresh open + tensor": zarchive against safe_open, each sample as a fresh process would open
+FRESH_TOOLS = (ZARCHIVE, "safetensors")
+
+
+def _fresh_state() -> None:
+    """Forget what an earlier open in this process left behind (zarchive remembers the last parsed
+    safetensors headers by their bytes): the next open is a fresh one, as the first in a process."""
+    from zarchive.container.safetensors_layout import forget_parsed_headers
+
+    forget_parsed_headers()
 
 
 class WorkloadBench:
@@ -115,6 +127,7 @@ class WorkloadBench:
             self._saves(order, obj, rep)
             self._reads(order, rep)
             self._lazies(order, rep)
+            self._fresh(order, rep)
         for t in self.tools:
             if t.save is not None and t.name not in self.broken and os.path.exists(self.paths[t.name]):
                 self.cells[t.name]["size"]["samples"].append(os.path.getsize(self.paths[t.name]))
@@ -140,6 +153,7 @@ class WorkloadBench:
         out = ["save", "size"] if t.save is not None else []
         out += ["read", "touch", "peak", "anon"] if t.read is not None else []
         out += ["lazy"] if t.lazy is not None and self.w.lazy_key is not None else []
+        out += ["fresh"] if t.name in FRESH_TOOLS and t.lazy is not None and self.w.fresh_key is not None else []
         return out
 
     def _keep(self, t: Tool, rep: int, metric: str, value: float) -> None:
@@ -202,6 +216,24 @@ class WorkloadBench:
                     self.fail(t, "lazy", f"fails: {short_error(e)}")
                     break
                 self._keep(t, rep, "lazy", secs)
+
+    def _fresh(self, order: list[Tool], rep: int) -> None:
+        """A new open, one tensor (Workload.fresh_key) fetched and touched: FRESH_SAMPLES times a round, each after a
+        read-through of the file (warm page cache) and from a fresh state (_fresh_state)."""
+        key = self.w.fresh_key
+        for t in order:
+            if key is None or t.name not in FRESH_TOOLS or t.lazy is None or not self.usable(t, "fresh"):
+                continue
+            p = self.path(t)
+            for _ in range(FRESH_SAMPLES):
+                drop_caches() if self.cold else warm_file(p)
+                _fresh_state()
+                try:
+                    secs, _ = timed(_lazy_and_touch, t, p, key)
+                except Exception as e:  # noqa: BLE001
+                    self.fail(t, "fresh", f"fails: {short_error(e)}")
+                    break
+                self._keep(t, rep, "fresh", secs)
 
     def _zanj(self, t: Tool) -> None:
         if t.name in self.broken:

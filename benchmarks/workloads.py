@@ -194,6 +194,7 @@ class Workload:
     description: str
     zanj_timeout: float = 90.0
     shape: GPTShape | None = None  # the model dimensions, for workloads that are models
+    fresh_key: str | None = None  # the tensor of the "fresh open + tensor" row
 
 
 def workloads(quick: bool = False) -> dict[str, Workload]:
@@ -204,11 +205,14 @@ def workloads(quick: bool = False) -> dict[str, Workload]:
     nparams = sum(int(np.prod(s)) for _, s in gpt2_shapes(cfg))
     gpt = f"GPT-2-small-shaped state dict, {cfg.n_layer} blocks, {nparams / 1e6:.1f}M params"
     mid = "h.1.attn.c_proj.weight"  # 768x768: 2.4 MB in float32
+    fc = "h.0.mlp.c_fc.weight"  # 768x3072: 9.4 MB in float32
+    small_key = f"group{small // 200:03d}.param50"
     items = [
-        Workload("big", "state_dict", lambda: gpt2_state_dict(cfg), mid, f"{gpt}, float32", 75.0),
-        Workload("big-bf16", "state_dict", lambda: gpt2_state_dict(cfg, torch.bfloat16), mid, f"{gpt}, bfloat16"),
-        Workload("many-small", "state_dict", lambda: many_small(small), f"group{small // 200:03d}.param50",
-                 f"{small} float32 tensors of 1-4 KB", 60.0),
+        Workload("big", "state_dict", lambda: gpt2_state_dict(cfg), mid, f"{gpt}, float32", 75.0, fresh_key=fc),
+        Workload("big-bf16", "state_dict", lambda: gpt2_state_dict(cfg, torch.bfloat16), mid, f"{gpt}, bfloat16",
+                 fresh_key=fc),
+        Workload("many-small", "state_dict", lambda: many_small(small), small_key,
+                 f"{small} float32 tensors of 1-4 KB", 60.0, fresh_key=small_key),
         Workload("table", "table", lambda: table(rows), None,
                  f"DataFrame {rows:,} x 6 (int64, float64, str, category, datetime64, bool)", 60.0),
         Workload("polars-logs", "polars", lambda: polars_logs(log_rows), None,

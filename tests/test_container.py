@@ -418,20 +418,57 @@ def test_npy_dtype_text_numpy_cannot_parse_is_a_format_error(descr: str) -> None
         npy.parse(memoryview(npy_bytes(descr, (2,), b"\0" * 16)), member="a.npy")
 
 
-def test_safetensors_headers_parsed_again_give_the_same_slots_and_copies_of_them() -> None:
-    """Parsed headers are remembered by their bytes: the same bytes give equal slots (in a dict of
-    the caller's own), other bytes or another member size are parsed (and refused) afresh."""
-    from zarchive.container.safetensors_layout import layout, parse_header
+def test_safetensors_headers_parsed_again_give_the_same_slots_read_only() -> None:
+    """Parsed headers are remembered by their bytes: the same bytes give equal slots (in a mapping
+    the caller cannot change), other bytes or another member size are parsed (and refused) afresh."""
+    from zarchive.container.safetensors_layout import forget_parsed_headers, layout, parse_header
 
     head, slots = layout([("a", "F32", (4,)), ("b", "I64", (2, 3))])
     size = slots[-1].end
     first = parse_header(memoryview(head), size, member="m")
-    assert first == {s.key: s for s in slots}
-    first.pop("a")  # the caller's own dict: the remembered one is untouched
+    assert dict(first) == {s.key: s for s in slots}
+    assert not hasattr(first, "pop") and not hasattr(first, "__setitem__")
     again = parse_header(memoryview(bytearray(head)), size, member="m")
-    assert again == {s.key: s for s in slots} and again is not first
+    assert dict(again) == {s.key: s for s in slots}
+    forget_parsed_headers()
+    assert dict(parse_header(memoryview(head), size, member="m")) == {s.key: s for s in slots}
     with pytest.raises(zarchive.FormatError, match="fill the member"):
         parse_header(memoryview(head), size + 1, member="m")
-    bad = head.replace(b'"I64"', b'"I32"')
-    with pytest.raises(zarchive.FormatError):
-        parse_header(memoryview(bad), size, member="m")
+    bad = head.replace(b'"I64"', b'"I32"')  # "b": 24 bytes by its dtype and shape, 48 by its offsets
+    parsed = parse_header(memoryview(bad), size, member="m")  # (tiling checked; entries when looked up)
+    assert parsed["a"] == {s.key: s for s in slots}["a"]
+    with pytest.raises(zarchive.FormatError, match="offsets of 'b' disagree") as e:
+        parsed.get("b")
+    assert e.value.member == "m"
+    with pytest.raises(zarchive.FormatError, match="offsets of 'b' disagree") as e:
+        dict(parse_header(memoryview(bad), size, member="other"))  # every entry: every one checked
+    assert e.value.member == "other"
+
+
+def test_safetensors_header_out_of_order_or_malformed_is_checked_entry_by_entry() -> None:
+    """Headers not in data order (other writers) are checked whole when parsed, as are malformed
+    ones; the fast check of in-order headers refuses exactly what the full one refuses."""
+    import json
+    import struct
+
+    from zarchive.container.safetensors_layout import parse_header
+
+    def member(header: dict[str, object], data: int) -> tuple[memoryview, int]:
+        text = json.dumps(header).encode()
+        return memoryview(struct.pack("<Q", len(text)) + text), 8 + len(text) + data
+
+    a = {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}
+    b = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
+    head, size = member({"a": a, "b": b}, 16)  # out of data order: still tiles
+    assert set(parse_header(head, size, member="m")) == {"a", "b"}
+    bad_b = {**b, "dtype": "XX"}
+    head, size = member({"a": a, "b": bad_b}, 16)
+    with pytest.raises(zarchive.FormatError, match="unknown safetensors dtype"):
+        parse_header(head, size, member="m")
+    for offsets, match in (([0, 9], "offsets of .b. disagree"), ([True, 8], "bad shape or offsets")):
+        head, size = member({"b": {**b, "data_offsets": offsets}, "a": a}, 16)
+        with pytest.raises(zarchive.FormatError, match=match):
+            dict(parse_header(head, size, member="m"))
+    head, size = member({"__metadata__": {"format": "pt"}, "b": b, "a": a}, 16)  # in order: checked when used
+    slots = parse_header(head, size, member="m")
+    assert list(slots) == ["b", "a"] and slots["a"].end == size

@@ -45,6 +45,8 @@ class ArchiveReader:
         self.verify = verify
         self.max_decompressed = max_decompressed
         self.zip = ZipReader(source, max_members=max_members)
+        # (offset, length) -> (bytes, their CRC-32) in one pass, where the source reads (not maps) them
+        self._view_crc: Callable[[int, int], tuple[memoryview, int]] | None = getattr(source, "view_crc", None)
         self._decoded: dict[str, memoryview] = {}
         self._checked: set[tuple[str, str]] = set()
         # members' parsed format headers, shared by every load from this open archive (read-only)
@@ -300,10 +302,16 @@ class ArchiveReader:
             return own(data) if own is not None else data
         info = self.zip.members[name]
         whole = self.whole_member(name) if self.whole_member is not None else None
-        data = whole[begin:end] if whole is not None else self.source.view(info.data_offset + begin, end - begin)
+        crc: int | None = None
+        if whole is not None:
+            data = whole[begin:end]
+        elif self._view_crc is not None and self._needs_check(name, label):  # (a source that reads, not maps)
+            data, crc = self._view_crc(info.data_offset + begin, end - begin)  # read and checked in one pass
+        else:
+            data = self.source.view(info.data_offset + begin, end - begin)
         if own is not None:
             data = own(data)
-        self._check_entry(name, label, begin, data, path)
+        self._check_entry(name, label, begin, data, path, crc)
         if self.on_read is not None:
             self.on_read(name, data.nbytes)
         return data
@@ -329,25 +337,36 @@ class ArchiveReader:
             whole = self.whole_member(name) if self.whole_member is not None else None
             at = self.zip.members[name].data_offset + begin
             fill = _reader_into(self.source, 0)
+            fill_crc = getattr(self.source, "read_into_crc", None) if fill is not None else None
+            crc: int | None = None
             if whole is not None:
                 out[:] = whole[begin:end]
+            elif fill_crc is not None and self._needs_check(name, label):
+                crc = fill_crc(out, at)  # read and checked in one pass
             elif fill is not None:
                 fill(out, at)
             else:
                 out[:] = self.source.view(at, out.nbytes)
-            self._check_entry(name, label, begin, out, path)
+            self._check_entry(name, label, begin, out, path, crc)
         if self.on_read is not None:
             self.on_read(name, out.nbytes)
 
-    def _check_entry(self, name: str, label: str, begin: int, data: memoryview, path: str | None) -> None:
+    def _needs_check(self, name: str, label: str) -> bool:
+        """Whether entry `label` of member `name` is still to be checked when it is read."""
+        return self.verify and (name, label) not in self._checked and (name, "") not in self._checked
+
+    def _check_entry(
+        self, name: str, label: str, begin: int, data: memoryview, path: str | None, crc: int | None = None
+    ) -> None:
         """Check `data`, the bytes of entry `label` of an uncompressed member, against its CRC (once
-        per entry, and not at all once the whole member was checked)."""
-        if not self.verify or (name, label) in self._checked or (name, "") in self._checked:
+        per entry, and not at all once the whole member was checked); `crc`: theirs where the read
+        that brought them took it already."""
+        if not self._needs_check(name, label):
             return
         e = self.checked_entry(name, label)
         if e is None or e["offset"] != begin or e["size"] != data.nbytes:
             raise IntegrityError(f"no checksum recorded for entry {label!r}", member=name, path=path)
-        if crc_hex(crc32(data)) != e["crc32"]:
+        if crc_hex(crc32(data) if crc is None else crc) != e["crc32"]:
             raise IntegrityError(f"entry {label!r} does not match its checksum (damaged file)", member=name, path=path)
         self._checked.add((name, label))
 

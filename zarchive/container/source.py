@@ -23,11 +23,14 @@ import weakref
 from typing import BinaryIO, Protocol
 
 from ..errors import FormatError, IntegrityError
+from .crc import crc32
 from .fresh_memory import new_buffer, populate
 from .open_gate import open_regular, open_regular_fd
 
 PARALLEL_FROM = 64 << 20  # reads this big are split over threads (pread releases the GIL)
 PARALLEL_PART = 32 << 20
+MAX_READ_AHEAD = 1 << 20  # the most a read_ahead range holds (the views it serves are at most this)
+CRC_PIECE = 1 << 20  # read_into_crc: checksummed a piece at a time as it lands (fits the CPU's L2 cache)
 
 
 class SourceChangedError(IntegrityError):
@@ -86,12 +89,39 @@ class LocalFileSource:
         self.bytes_read = 0
         self._fd: int | None = fd
         self._close_fd = weakref.finalize(self, _close_fd, fd)
+        self._ahead: list[tuple[int, memoryview]] = []  # (offset, bytes) ranges read ahead (read_ahead)
+
+    def read_ahead(self, offset: int, length: int) -> None:
+        """Read a small range now, in one pread, and serve later views that lie inside it from it (each
+        view still a copy of its own). Opening an archive reads its zip directory, local headers and
+        JSON members, and a first fetch its member's header: a dozen small reads near the file's start
+        and end, each a system call and a buffer, that two reads ahead make two."""
+        offset = max(0, offset)
+        length = min(length, self.size - offset)
+        fd = self._fd
+        if fd is None or length <= 0 or length > MAX_READ_AHEAD or self._inside(offset, length) is not None:
+            return
+        buf = memoryview(bytearray(length))
+        if _pread_into(fd, buf, offset) != length:
+            raise _shrunk(fd, offset, length, self.size)
+        self.bytes_read += length
+        self._ahead.append((offset, buf))
+
+    def _inside(self, offset: int, length: int) -> memoryview | None:
+        for at, data in self._ahead:
+            if at <= offset and offset + length <= at + data.nbytes:
+                return data[offset - at : offset - at + length]
+        return None
 
     def view(self, offset: int, length: int) -> memoryview:
         _check_range(offset, length, self.size)
         fd = self._fd
         if fd is None:
             raise ValueError("the source is closed")
+        if self._ahead and length <= MAX_READ_AHEAD:
+            known = self._inside(offset, length)
+            if known is not None:
+                return memoryview(bytearray(known))  # (a copy: the caller's own memory, as always)
         buf = new_buffer(length)
         if length < PARALLEL_FROM:
             populate(buf)
@@ -130,6 +160,34 @@ class LocalFileSource:
         if _pread_into(fd, buf, offset) != buf.nbytes:
             raise _shrunk(fd, offset, buf.nbytes, self.size)
         self.bytes_read += buf.nbytes
+
+    def read_into_crc(self, buf: memoryview, offset: int) -> int:
+        """Fill `buf` from `offset` on the calling thread and return the CRC-32 of what was read, taken
+        a piece at a time right after each piece lands (while it is in the CPU's cache): one pass over
+        the bytes where a read, then a checksum of the whole, makes two."""
+        _check_range(offset, buf.nbytes, self.size)
+        fd = self._fd
+        if fd is None:
+            raise ValueError("the source is closed")
+        value = 0
+        for at in range(0, buf.nbytes, CRC_PIECE):
+            piece = buf[at : at + CRC_PIECE]
+            if _pread_into(fd, piece, offset + at) != piece.nbytes:
+                raise _shrunk(fd, offset + at, piece.nbytes, self.size)
+            value = crc32(piece, value)
+        self.bytes_read += buf.nbytes
+        return value
+
+    def view_crc(self, offset: int, length: int) -> tuple[memoryview, int]:
+        """`view(offset, length)` and the CRC-32 of its bytes, in one pass (read_into_crc). Ranges of
+        PARALLEL_FROM bytes or more are read on several threads by view(), then checksummed."""
+        if length >= PARALLEL_FROM or (self._ahead and self._inside(offset, length) is not None):
+            data = self.view(offset, length)
+            return data, crc32(data)
+        _check_range(offset, length, self.size)
+        buf = new_buffer(length)
+        populate(buf)
+        return buf, self.read_into_crc(buf, offset)
 
     def close(self) -> None:
         self._fd = None

@@ -29,6 +29,8 @@ from .zipwriter import (
 )
 
 DEFAULT_MAX_MEMBERS = 1_000_000
+FRONT_BYTES = 64 << 10  # read ahead at the start of a file: local headers, JSON members, a first header
+TAIL_BYTES = 8 << 10  # and at its end: the end record and (up to ~100 members) the central directory
 _CENTRAL = struct.Struct("<IHHHHHHIIIHHHHHII")
 _LOCAL = struct.Struct("<IHHHHHIIIHH")
 _ALLOWED_FLAGS = 0x0800  # UTF-8 names; no encryption, no data descriptors, nothing else
@@ -61,6 +63,10 @@ class ZipReader:
         size = source.size
         if size == 0:
             raise NotAZipError("the file is empty: not an archive")
+        read_ahead = getattr(source, "read_ahead", None)
+        if read_ahead is not None:  # the start (local headers, the JSON members) and the end (directory)
+            read_ahead(0, FRONT_BYTES)
+            read_ahead(size - TAIL_BYTES, TAIL_BYTES)
         head = bytes(source.view(0, min(size, 64)))
         hint = _sniff(head)
         if hint:
@@ -78,15 +84,14 @@ class ZipReader:
 
     # --- end of central directory ---
     def _find_directory(self, size: int) -> tuple[int, int, int, int]:
-        tail_len = min(size, 22 + 0xFFFF)
-        tail = bytes(self.source.view(size - tail_len, tail_len))
-        pos = tail.rfind(struct.pack("<I", EOCD_SIG))
-        while pos >= 0:
-            if pos + 22 <= tail_len:
-                comment_len = struct.unpack_from("<H", tail, pos + 20)[0]
-                if pos + 22 + comment_len == tail_len:
-                    break
-            pos = tail.rfind(struct.pack("<I", EOCD_SIG), 0, pos)
+        # The end record is the last one whose comment reaches the file's end. Looked for in the last
+        # TAIL_BYTES first (zarchive writes no comment), then in all the last 64 KiB a comment allows:
+        # the candidates are tried from the end backwards either way, so both find the same one.
+        for tail_len in (min(size, TAIL_BYTES), min(size, 22 + 0xFFFF)):
+            tail = bytes(self.source.view(size - tail_len, tail_len))
+            pos = _end_record(tail)
+            if pos >= 0 or tail_len == size:
+                break
         if pos < 0:
             raise NotAZipError("no zip end-of-directory record: the file is truncated or not a zip archive")
         eocd_at = size - tail_len + pos
@@ -167,16 +172,16 @@ class ZipReader:
     def _data_offset(self, name: str, raw_name: bytes, offset: int, crc: int, size: int, cd_offset: int) -> int:
         if offset + LOCAL_HEADER_SIZE > cd_offset:
             raise NotAZipError("local header outside the data area", member=name)
-        (sig, _, flags, method, _, _, lcrc, lcsize, lusize, n, m) = _LOCAL.unpack_from(
-            self.source.view(offset, LOCAL_HEADER_SIZE)
-        )
+        # the header and the name it should hold, in one read (the name's length from the directory)
+        head = self.source.view(offset, min(LOCAL_HEADER_SIZE + len(raw_name), cd_offset - offset))
+        (sig, _, flags, method, _, _, lcrc, lcsize, lusize, n, m) = _LOCAL.unpack_from(head)
         if sig != LOCAL_SIG:
             raise NotAZipError("bad local header signature", member=name)
         if method != 0 or flags & ~_ALLOWED_FLAGS:
             raise UnsafeArchiveError("local header disagrees with the directory", member=name)
         if offset + LOCAL_HEADER_SIZE + n + m > cd_offset:
             raise NotAZipError("local header runs into the central directory", member=name)
-        if self.source.view(offset + LOCAL_HEADER_SIZE, n) != raw_name:
+        if n != len(raw_name) or head[LOCAL_HEADER_SIZE:] != raw_name:
             raise UnsafeArchiveError("local header names a different member", member=name)
         if lcrc != crc or (lusize != MAX_U32 and (lusize != size or lcsize != size)):
             raise UnsafeArchiveError("local header sizes or CRC disagree with the directory", member=name)
@@ -205,6 +210,18 @@ class ZipReader:
         if crc32(data) != self.members[name].crc:
             raise IntegrityError("member bytes do not match the zip CRC (damaged file)", member=name)
         return data
+
+
+def _end_record(tail: bytes) -> int:
+    """Where in `tail` (the file's last bytes) the end-of-directory record starts: the last signature
+    whose comment length reaches exactly to the end; -1 if there is none."""
+    sig = struct.pack("<I", EOCD_SIG)
+    pos = tail.rfind(sig)
+    while pos >= 0:
+        if pos + 22 <= len(tail) and pos + 22 + struct.unpack_from("<H", tail, pos + 20)[0] == len(tail):
+            return pos
+        pos = tail.rfind(sig, 0, pos)
+    return -1
 
 
 def _apply_zip64(extra: bytes, usize: int, csize: int, offset: int, name: str) -> tuple[int, int, int]:

@@ -167,9 +167,12 @@ class PlannedArchive(TreeBrowser):
         """Phase one of loading `path`: what it would construct and read, checked against this
         archive's read policy (trusted classes, limits); nothing is constructed."""
         self._check_open()
+        return self._plan_node(self.node(path), path, root_class)
+
+    def _plan_node(self, node: Any, path: str, root_class: type | None) -> Plan:
         policy = self._policy if root_class is None else self._policy.with_root_class(root_class)
         with gc_paused():
-            return Planner(self._registry, self._reader, policy).run(self.node(path), split_path(path))
+            return Planner(self._registry, self._reader, policy).run(node, split_path(path))
 
     def audit(self, path: str = "") -> AuditReport:
         """Every class and callable ('module:QualName') that loading `path` would construct or call,
@@ -191,16 +194,20 @@ class PlannedArchive(TreeBrowser):
 
     def _get(self, path: str, *, map_location: Any, dtype: Any, root_class: type | None, ahead: bool = False) -> Any:
         """get(); `ahead`: decompress the planned compressed members on worker threads (a full read)."""
-        plan = self.plan(path, root_class=root_class)
+        self._check_open()
+        node = self.node(path)  # (looked up once, for the plan and the construction)
+        plan = self._plan_node(node, path, root_class)
         reader = self._reader
         decoding = DecodeAhead(reader, list(plan.members)) if ahead and isinstance(reader, ArchiveReader) else None
         try:
-            return self._construct(plan, path, map_location, dtype, root_class)
+            return self._construct(plan, node, path, map_location, dtype, root_class)
         finally:
             if decoding is not None:
                 decoding.close()
 
-    def _construct(self, plan: Plan, path: str, map_location: Any, dtype: Any, root_class: type | None) -> Any:
+    def _construct(
+        self, plan: Plan, node: Any, path: str, map_location: Any, dtype: Any, root_class: type | None
+    ) -> Any:
         policy = self._policy if root_class is None else self._policy.with_root_class(root_class)
         ctx = LoadContext(
             self._registry,
@@ -213,7 +220,7 @@ class PlannedArchive(TreeBrowser):
         )
         ctx.path = split_path(path)
         with gc_paused():
-            return ctx.load(self.node(path))
+            return ctx.load(node)
 
     def load_into(self, path: str, out: Any, *, node: Any = None) -> Any:
         """Load the tensor at `path` into `out` (a tensor of its dtype and shape) and return `out`.

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -135,7 +136,7 @@ def find_slot(name: Any, key: str, ctx: LoadContext) -> TensorSlot:
     return slot  # type: ignore[no-any-return]
 
 
-def member_slots(name: Any, ctx: LoadContext) -> dict[str, TensorSlot]:
+def member_slots(name: Any, ctx: LoadContext) -> Mapping[str, TensorSlot]:
     """The parsed, checked header of safetensors member `name`; parsed once per opened archive."""
     entry = ctx.member_entry(name)  # (checks that `name` is a member name)
     slots = parse_header(_header_bytes(name, entry["size"], entry["codec"], ctx), entry["size"], member=name)

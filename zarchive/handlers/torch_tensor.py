@@ -7,6 +7,7 @@ the file without copying where the read asks for it (mmap=True).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -212,7 +213,7 @@ def _find_slot(name: Any, key: str, ctx: LoadContext) -> TensorSlot:
     return slot
 
 
-def _member_slots(name: Any, ctx: LoadContext) -> dict[str, TensorSlot]:
+def _member_slots(name: Any, ctx: LoadContext) -> Mapping[str, TensorSlot]:
     """The parsed, checked header of a safetensors member; parsed once per opened archive."""
     entry = ctx.member_entry(name)
     size = entry["size"]
