@@ -11,14 +11,16 @@ import os
 import stat
 import tempfile
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 from ..errors import SaveError, ZArchiveError
 from . import byte_groups, codecs, old_file
 from .budget import holds_json, json_memory_estimate
+from .compress_ahead import CompressAhead, Frame, Job
 from .crc import crc32, crc32_combine, crc_hex
 from .jsontext import dumps_pretty
 from .names import check_name
@@ -54,6 +56,7 @@ class MemberPlan:
     # memory; None: parts() has every value on the host already.
     sources: Callable[[], Iterable[tuple[str | None, Any]]] | None = None
     widths: list[int] | None = None  # byte-group width of each part (byte_groups); None: 1 for all
+    size: int | None = None  # decoded bytes, where choose_codecs learned them (None: not known)
 
     def grouped_parts(self) -> list[tuple[str | None, memoryview, int]]:
         """(label, bytes, byte-group width) of each part."""
@@ -72,6 +75,7 @@ def choose_codecs(members: list[MemberPlan], level: int | None, *, weights: bool
     is stored uncompressed, so the file stays readable without raising that limit. `weights`
     (compress_weights): members of float data are stored byte-grouped (byte_groups) where a sample
     shows it pays."""
+    trials: list[tuple[MemberPlan, bytes]] = []  # "try" members whose sample decides
     for m in members:
         if m.compress == "weights":
             grouped = False
@@ -85,15 +89,33 @@ def choose_codecs(members: list[MemberPlan], level: int | None, *, weights: bool
         use_zstd = False
         if level is not None and m.compress != "never":
             parts = list(m.parts())
-            if sum(memoryview(buf).nbytes for _, buf in parts) > codecs.DEFAULT_MAX_DECOMPRESSED:
+            m.size = sum(memoryview(buf).nbytes for _, buf in parts)
+            if m.size > codecs.DEFAULT_MAX_DECOMPRESSED:
                 use_zstd = False
             elif m.compress == "always":
                 use_zstd = True
             else:
-                sample = codecs.take_sample(buf for label, buf in parts if label != HEADER_LABEL)
-                use_zstd = codecs.worth_compressing(sample, level)
+                trials.append((m, codecs.take_sample(buf for label, buf in parts if label != HEADER_LABEL)))
+                continue
         m.codec = "zstd" if use_zstd else "none"
         _name(m, codecs.ZSTD_SUFFIX if use_zstd else "")
+    assert level is not None or not trials
+    for m, use_zstd in _worth_compressing(trials, level or 0):
+        m.codec = "zstd" if use_zstd else "none"
+        _name(m, codecs.ZSTD_SUFFIX if use_zstd else "")
+
+
+def _worth_compressing(trials: list[tuple[MemberPlan, bytes]], level: int) -> Iterator[tuple[MemberPlan, bool]]:
+    """(member, whether zstd pays on its sample), the samples compressed on every core, a few at a time."""
+    pool = byte_groups.executor()
+    window: deque[tuple[MemberPlan, Future[bool]]] = deque()
+    for m, sample in trials:
+        window.append((m, pool.submit(codecs.worth_compressing, sample, level)))
+        if len(window) >= 2 * byte_groups.workers():
+            m0, fut = window.popleft()
+            yield m0, fut.result()
+    for m0, fut in window:
+        yield m0, fut.result()
 
 
 def _name(m: MemberPlan, suffix: str) -> None:
@@ -143,6 +165,22 @@ def _write_plain(zw: ZipWriter, m: MemberPlan, pool: _ChecksumPool) -> dict[str,
     if entries:
         info["entries"] = entries
     return info
+
+
+def _write_frame(zw: ZipWriter, m: MemberPlan, frame: Frame) -> dict[str, Any]:
+    """Write a member compressed ahead (compress_ahead)."""
+    sink = zw.open_entry(m.name, align=1)
+    sink.track_crc = False
+    for chunk in frame.chunks:
+        sink.write_untracked(chunk)
+    entry = sink.close(crc=frame.crc)
+    return {
+        "codec": "zstd",
+        "size": frame.size,
+        "stored_size": entry.size,
+        "crc32": crc_hex(entry.crc),
+        "content_crc32": crc_hex(frame.content_crc),
+    }
 
 
 def _write_zstd(zw: ZipWriter, m: MemberPlan, level: int) -> dict[str, Any]:
@@ -225,24 +263,26 @@ def write_archive(
         }
     }
     json_cost = [json_memory_estimate(manifest_bytes)]
+    members = [replace(m, parts=_tallied(m.parts, json_cost)) if holds_json(m.name) else m for m in members]
+    jobs = [Job(m.parts, m.size, level) if m.codec == "zstd" and level is not None else None for m in members]
     pool = _ChecksumPool()
     try:
-        for m in members:
-            if holds_json(m.name):
-                m = replace(m, parts=_tallied(m.parts, json_cost))
-            try:
-                if m.codec == "zstd" and level is not None:
-                    infos[m.name] = _write_zstd(zw, m, level)
-                elif m.codec == byte_groups.CODEC:
-                    infos[m.name] = _write_grouped(zw, m)
-                else:
-                    infos[m.name] = _write_plain(zw, m, pool)
-            except (ZArchiveError, OSError):
-                raise
-            except Exception as e:  # producing a member's bytes failed (e.g. a tensor that cannot be copied)
-                raise SaveError(f"writing the member failed: {type(e).__name__}: {e}", member=m.name) from e
-            if on_member is not None:
-                on_member(m.name, infos[m.name]["size"])
+        with CompressAhead(jobs) as ahead:
+            for i, m in enumerate(members):
+                try:
+                    if m.codec == "zstd" and level is not None:
+                        frame = ahead.take(i)
+                        infos[m.name] = _write_frame(zw, m, frame) if frame is not None else _write_zstd(zw, m, level)
+                    elif m.codec == byte_groups.CODEC:
+                        infos[m.name] = _write_grouped(zw, m)
+                    else:
+                        infos[m.name] = _write_plain(zw, m, pool)
+                except (ZArchiveError, OSError):
+                    raise
+                except Exception as e:  # producing a member's bytes failed (e.g. a tensor that cannot be copied)
+                    raise SaveError(f"writing the member failed: {type(e).__name__}: {e}", member=m.name) from e
+                if on_member is not None:
+                    on_member(m.name, infos[m.name]["size"])
     finally:
         pool.close()
     metadata = dict(metadata)

@@ -19,8 +19,9 @@ from .crc import crc32
 ZSTD_SUFFIX = ".zst"
 DEFAULT_MAX_DECOMPRESSED = 4 << 30  # a reader decodes no bigger member unless asked (max_decompressed)
 MULTITHREAD_MIN_BYTES = 8 << 20  # below this, thread start-up costs more than it saves
-SAMPLE_BYTES = 1 << 20
-WORTH_IT_RATIO = 0.85  # compress only if the sample shrinks to at most this fraction
+SAMPLE_BYTES = 256 << 10  # a member's sample: SAMPLE_PIECES slices taken evenly across it, this much in all
+SAMPLE_PIECES = 4
+WORTH_IT_RATIO = 0.85  # compress only if the sample shrinks to at most this fraction (at zstd level 1)
 _READ_CHUNK = 1 << 20
 _FIRST_BUFFER = 16 << 20
 _GROW_STEP = 64 << 20
@@ -38,22 +39,43 @@ def compressor(level: int, size: int) -> zstandard.ZstdCompressor:
 
 
 def worth_compressing(sample: bytes | memoryview, level: int) -> bool:
-    """Whether zstd at `level` pays on data like `sample` (random-looking floats do not)."""
+    """Whether zstd pays on data like `sample` (random-looking floats do not). The trial runs at
+    level 1 (or `level`, if lower): cheap, and a member it passes shrinks at least as much at `level`."""
     if len(sample) < 64:
         return False
-    cctx = zstandard.ZstdCompressor(level=min(level, 3))
+    cctx = zstandard.ZstdCompressor(level=min(level, 1))
     return len(cctx.compress(sample)) <= WORTH_IT_RATIO * len(sample)
 
 
 def take_sample(buffers: Iterable[memoryview | bytes], limit: int = SAMPLE_BYTES) -> bytes:
-    """Up to `limit` leading bytes of a member, without materialising the rest."""
+    """A sample of a member's bytes (the concatenated `buffers`) without materialising the rest: all
+    of them up to `limit`, else SAMPLE_PIECES slices of limit / SAMPLE_PIECES bytes spread evenly from
+    its start to its end (a column's head is not always like its body)."""
+    views = [memoryview(b).cast("B") for b in buffers]
+    total = sum(v.nbytes for v in views)
+    if total <= limit:
+        return b"".join(views)
+    piece = limit // SAMPLE_PIECES
     out = bytearray()
-    for buf in buffers:
-        mv = memoryview(buf).cast("B")
-        out += mv[: limit - len(out)]
-        if len(out) >= limit:
-            break
+    for i in range(SAMPLE_PIECES):
+        start = (total - piece) * i // (SAMPLE_PIECES - 1)
+        out += _slice(views, start, piece)
     return bytes(out)
+
+
+def _slice(views: list[memoryview], start: int, n: int) -> bytearray:
+    """`n` bytes from offset `start` of the concatenated views."""
+    out = bytearray()
+    at = 0
+    for v in views:
+        end = at + v.nbytes
+        if end > start and len(out) < n:
+            lo = max(start - at, 0)
+            out += v[lo : lo + n - len(out)]
+        at = end
+        if len(out) >= n:
+            break
+    return out
 
 
 def decompress_prefix(data: memoryview | bytes, n: int, *, member: str) -> bytes:
