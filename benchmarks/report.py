@@ -44,7 +44,7 @@ TARGETS = (
     Target(("many-small",), "save <= 1.0x safetensors+fsync", "save", "zarchive", "safetensors", 1.0),
     Target(("many-small",), "read+touch <= 1.0x safetensors", "touch", "zarchive", "safetensors", 1.0),
     Target(("many-small",), "one tensor (lazy) <= 2x safe_open", "lazy", "zarchive", "safetensors", 2.0),
-    Target(("table",), "save <= 2x pickle+fsync", "save", "zarchive", "pickle", 2.0),
+    Target(("table",), "save <= 1.5x pickle+fsync (issue 27)", "save", "zarchive", "pickle", 1.5),
     Target(("table",), "read+touch <= 3x pickle", "touch", "zarchive", "pickle", 3.0),
     Target(("table",), "size with zstd (default level) <= 0.6x pickle", "size", "zarchive", "pickle", 0.6),
     Target(("configured-model",), "save <= 1.1x safetensors of its state dict", "save", "zarchive", "safetensors",
@@ -54,8 +54,13 @@ TARGETS = (
     Target(("configured-model",), "read+touch, verify=off <= 1.1x safetensors load_file", "touch",
            "zarchive verify=off", "safetensors", 1.1),
     # benchmarks/compressed.py
-    Target(BIG, "compress_weights: read <= 1.0x torch.load of the uncompressed file", "read",
-           "zarchive compress_weights", "torch", 1.0),
+    # the compressed full read, as issue 27 restates it: a limit of decoding on 2 cores against the
+    # uncompressed file, and well ahead of every peer that compresses
+    Target(BIG, "compress_weights: full read <= 2x torch.load of the uncompressed file", "read",
+           "zarchive compress_weights", "torch", 2.0),
+    Target(BIG, "compress_weights: full read <= 0.5x torch.save+zstd", "read", "zarchive compress_weights",
+           "torch.save+zstd", 0.5),
+    Target(BIG, "compress_weights: full read <= 0.5x ZipNN", "read", "zarchive compress_weights", "zipnn", 0.5),
     Target(BIG, "compress_weights: save <= 1.5x the uncompressed save", "save", "zarchive compress_weights",
            "zarchive", 1.5),
 )  # fmt: skip
@@ -216,7 +221,7 @@ def render(info: dict[str, Any], raw: dict[str, float], workloads: list[dict[str
         "",
         *results_table(workloads),
         "",
-        "## Targets (issue 3)",
+        "## Targets (issues 3 and 27)",
         "",
         *targets_table(workloads),
         "",
