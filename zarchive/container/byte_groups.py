@@ -189,10 +189,8 @@ def _planes_of(data: memoryview, width: int) -> list[np.ndarray[Any, Any]]:
         words = np.frombuffer(data, dtype=f"<u{width}")
         out = np.empty((width, words.size), dtype=np.uint8)
         np.copyto(out[0], words, casting="unsafe")  # (the cast keeps the low byte)
-        shifted = np.empty_like(words)
-        for k in range(1, width):
-            np.right_shift(words, 8 * k, out=shifted)
-            np.copyto(out[k], shifted, casting="unsafe")
+        for k in range(1, width):  # (shifted and cast in small blocks: no word-sized temporary)
+            np.right_shift(words, 8 * k, out=out[k], casting="unsafe")
         return list(out)
     grid = arr.reshape(-1, width)
     return [np.ascontiguousarray(grid[:, k]) for k in range(width)]
