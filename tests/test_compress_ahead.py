@@ -151,3 +151,44 @@ def test_the_sample_spans_the_member() -> None:
     assert plan.codec == "zstd" and plan.size == len(head) + len(body)
     small = [b"abc" * 1000, b"xyz" * 1000]
     assert codecs.take_sample(small) == b"".join(small)
+
+
+def test_members_made_by_decoding_chunks_do_not_starve_the_pool(tmp_path: Path) -> None:
+    """A member's bytes may come from decoding a compress_weights archive (whose chunks are decoded on
+    the bgzstd pool): compressing such members ahead, on every worker at once, must not wait on itself."""
+    src = tmp_path / "src.zarc"
+    w = np.random.default_rng(3).standard_normal(3 << 20).astype(np.float32)
+    zarchive.save({"w": w}, src, compress_weights=True)
+
+    def decoded() -> list[tuple[str | None, memoryview]]:
+        return [(None, memoryview(zarchive.read(src, tensors="numpy")["w"].view(np.uint8)))]
+
+    plans = [MemberPlan(base_name=f"m{i}.bin", parts=decoded, compress="always") for i in range(6)]
+    choose_codecs(plans, 3)
+    done = threading.Event()
+
+    def save() -> None:
+        atomic_write(str(tmp_path / "out.zarc"), lambda f: write_archive(f, {"root": {}}, plans, {}, 3))
+        done.set()
+
+    t = threading.Thread(target=save, daemon=True)
+    t.start()
+    t.join(120)
+    assert done.is_set(), "the save waited on itself"
+    with zipfile.ZipFile(tmp_path / "out.zarc") as zf:
+        assert zstandard.ZstdDecompressor().decompress(zf.read("m5.bin.zst")) == w.tobytes()
+
+
+def test_a_forked_child_saves_with_a_pool_of_its_own(tmp_path: Path) -> None:
+    import multiprocessing as mp
+
+    obj = {f"a{i}": np.arange(100_000 * (i + 1)) for i in range(4)}
+    zarchive.save(obj, tmp_path / "parent.zarc")  # the parent's pools exist now
+    with mp.get_context("fork").Pool(1) as pool:
+        pool.apply_async(_save_in_child, (str(tmp_path / "child.zarc"),)).get(timeout=60)
+    back = zarchive.read(tmp_path / "child.zarc")
+    assert all(np.array_equal(back[k], v) for k, v in obj.items())
+
+
+def _save_in_child(path: str) -> None:
+    zarchive.save({f"a{i}": np.arange(100_000 * (i + 1)) for i in range(4)}, path)

@@ -18,12 +18,13 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 from ..errors import SaveError, ZArchiveError
-from . import byte_groups, codecs, old_file
+from . import byte_groups, codecs, compress_ahead, old_file
 from .budget import holds_json, json_memory_estimate
 from .compress_ahead import CompressAhead, Frame, Job
 from .crc import crc32, crc32_combine, crc_hex
 from .jsontext import dumps_pretty
 from .names import check_name
+from .thread_pools import shared_pool, usable_cores
 from .zipwriter import EntryWriter, ZipWriter
 
 if TYPE_CHECKING:
@@ -107,11 +108,11 @@ def choose_codecs(members: list[MemberPlan], level: int | None, *, weights: bool
 
 def _worth_compressing(trials: list[tuple[MemberPlan, bytes]], level: int) -> Iterator[tuple[MemberPlan, bool]]:
     """(member, whether zstd pays on its sample), the samples compressed on every core, a few at a time."""
-    pool = byte_groups.executor()
+    pool = shared_pool(compress_ahead.POOL)
     window: deque[tuple[MemberPlan, Future[bool]]] = deque()
     for m, sample in trials:
         window.append((m, pool.submit(codecs.worth_compressing, sample, level)))
-        if len(window) >= 2 * byte_groups.workers():
+        if len(window) >= 2 * usable_cores():
             m0, fut = window.popleft()
             yield m0, fut.result()
     for m0, fut in window:

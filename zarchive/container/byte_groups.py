@@ -15,7 +15,6 @@ This module holds the filter, the chunk index and the writing side; chunk_reader
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections import deque
@@ -27,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 import zstandard
 
 from ..errors import FormatError, UnsafeArchiveError
-from . import codecs
 from .crc import crc32, crc_hex
+from .thread_pools import shared_pool, usable_cores
 
 if TYPE_CHECKING:
     import numpy as np
@@ -61,25 +60,15 @@ _PARAMS = zstandard.ZstdCompressionParameters(
     write_checksum=False,
 )
 _local = threading.local()
-_pool_lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
-_pool_pid = 0
 
 
 def workers() -> int:
-    return codecs.usable_cores()
+    return usable_cores()
 
 
 def executor() -> ThreadPoolExecutor:
-    """The thread pool that compresses and decompresses chunks (one worker per core). A process
-    forked after it was made (a DataLoader worker) gets a pool of its own: the parent's threads do
-    not exist in the child, and jobs given to their pool would never run."""
-    global _pool, _pool_pid
-    with _pool_lock:
-        if _pool is None or _pool_pid != os.getpid():
-            _pool = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="zarchive-bgzstd")
-            _pool_pid = os.getpid()
-        return _pool
+    """The thread pool that compresses and decodes chunks (thread_pools: one worker per core)."""
+    return shared_pool("bgzstd")
 
 
 def _compressor() -> zstandard.ZstdCompressor:

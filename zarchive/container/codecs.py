@@ -8,13 +8,13 @@ as soon as it exceeds the declaration.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Iterator
 
 import zstandard
 
 from ..errors import IntegrityError, UnsafeArchiveError
 from .crc import crc32
+from .thread_pools import usable_cores
 
 ZSTD_SUFFIX = ".zst"
 DEFAULT_MAX_DECOMPRESSED = 4 << 30  # a reader decodes no bigger member unless asked (max_decompressed)
@@ -25,23 +25,6 @@ WORTH_IT_RATIO = 0.85  # compress only if the sample shrinks to at most this fra
 _READ_CHUNK = 1 << 20
 _FIRST_BUFFER = 16 << 20
 _GROW_STEP = 64 << 20
-
-
-_cores: tuple[int, int] = (0, 0)  # (pid, usable cores) learned in that process
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity: a container or `taskset` may allow fewer
-    than the machine has), learned once per process."""
-    global _cores
-    pid = os.getpid()
-    if _cores[0] != pid:
-        try:
-            n = len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):  # (no affinity on macOS and Windows)
-            n = os.cpu_count() or 1
-        _cores = (pid, max(1, n))
-    return _cores[1]
 
 
 def zstd_threads(size: int) -> int:

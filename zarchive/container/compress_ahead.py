@@ -2,7 +2,7 @@
 
 The writer writes members one after another. Left alone it would compress each member in turn and
 write it while the other cores idle. Here the members still to come are compressed on the shared
-worker pool (byte_groups.executor; zstandard releases the GIL) while the writer writes the ones before
+worker pool (thread_pools; zstandard releases the GIL) while the writer writes the ones before
 them: a bounded window ahead (AHEAD_MEMBERS members holding at most AHEAD_BYTES decoded bytes), so the
 memory a save holds stays bounded whatever it writes. A member bigger than AHEAD_MAX_MEMBER, or of
 unknown size, is left to the writer, which streams it through zstd's own worker threads.
@@ -20,12 +20,14 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import byte_groups, codecs
+from . import codecs
 from .crc import crc32
+from .thread_pools import shared_pool
 
 if TYPE_CHECKING:
     from typing import Self
 
+POOL = "zstd"  # (its own pool: producing a member's bytes may wait on the bgzstd pool's chunks)
 AHEAD_MEMBERS = 8  # members compressed or queued ahead of the writer, at most
 AHEAD_BYTES = 96 << 20  # their decoded bytes, at most (plus the one member the window starts with)
 AHEAD_MAX_MEMBER = 64 << 20  # bigger members are streamed by the writer (zstd's threads, no copy held)
@@ -102,7 +104,7 @@ class CompressAhead:
         self._window.clear()
 
     def _fill(self, at: int) -> None:
-        pool = byte_groups.executor()
+        pool = shared_pool(POOL)
         self._next = max(self._next, at)
         while self._next < len(self._jobs) and len(self._window) < AHEAD_MEMBERS:
             job = self._jobs[self._next]
