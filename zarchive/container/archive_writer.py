@@ -11,119 +11,44 @@ import os
 import stat
 import tempfile
 import threading
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, BinaryIO, Literal
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..errors import SaveError, ZArchiveError
-from . import byte_groups, codecs, compress_ahead, old_file
+from . import byte_groups, codecs, old_file
 from .budget import holds_json, json_memory_estimate
 from .compress_ahead import CompressAhead, Frame, Job
 from .crc import crc32, crc32_combine, crc_hex
 from .jsontext import dumps_pretty
-from .names import check_name
-from .thread_pools import shared_pool, usable_cores
+from .member_plan import HEADER_LABEL, CompressHint, MemberPlan, Part, choose_codecs
 from .zipwriter import EntryWriter, ZipWriter
 
 if TYPE_CHECKING:
     from typing import Self
 
+__all__ = [  # (MemberPlan, choose_codecs and their kin live in member_plan; importable from here too)
+    "HEADER_LABEL",
+    "MANIFEST_NAME",
+    "METADATA_NAME",
+    "RESERVED_NAMES",
+    "CompressHint",
+    "MemberPlan",
+    "Part",
+    "atomic_write",
+    "check_target",
+    "choose_codecs",
+    "ensure_not_reserved",
+    "iter_parts",
+    "write_archive",
+]
+
 MANIFEST_NAME = "manifest.json"
 METADATA_NAME = "metadata.json"
 RESERVED_NAMES = frozenset({MANIFEST_NAME, METADATA_NAME})
 MEMBER_ALIGN = 64
-HEADER_LABEL = "$header"
 _BIG = 4 << 20  # buffers above this are checksummed on a second core while they are written
-
-Part = tuple[str | None, memoryview]  # (entry label for its own checksum, bytes)
-# "weights": float data, kept uncompressed (mappable) unless compress_weights asks for byte_groups
-CompressHint = Literal["never", "try", "always", "weights"]
-
-
-@dataclass
-class MemberPlan:
-    """A member to be written: its name, how to produce its bytes, and whether to compress it."""
-
-    base_name: str
-    parts: Callable[[], Iterable[Part]]
-    compress: CompressHint = "try"
-    nodes: list[dict[str, Any]] = field(default_factory=list)
-    name: str = ""
-    codec: str = "none"
-    # The same parts with values that live on an accelerator left there (as flat uint8 torch tensors),
-    # so that a capture (save_async, zarchive/saving/staging.py) copies them straight into pinned host
-    # memory; None: parts() has every value on the host already.
-    sources: Callable[[], Iterable[tuple[str | None, Any]]] | None = None
-    widths: list[int] | None = None  # byte-group width of each part (byte_groups); None: 1 for all
-    size: int | None = None  # decoded bytes, where choose_codecs learned them (None: not known)
-
-    def grouped_parts(self) -> list[tuple[str | None, memoryview, int]]:
-        """(label, bytes, byte-group width) of each part."""
-        widths = self.widths or []
-        return [(label, _flat(buf), widths[i] if i < len(widths) else 1) for i, (label, buf) in enumerate(self.parts())]
-
-
-def _flat(buf: memoryview) -> memoryview:
-    return buf.cast("B") if buf.format != "B" or buf.ndim != 1 else buf
-
-
-def choose_codecs(members: list[MemberPlan], level: int | None, *, weights: bool = False) -> None:
-    """Decide each member's codec and final name, and point the manifest nodes at that name.
-
-    A member bigger than a reader decompresses by default (codecs.DEFAULT_MAX_DECOMPRESSED)
-    is stored uncompressed, so the file stays readable without raising that limit. `weights`
-    (compress_weights): members of float data are stored byte-grouped (byte_groups) where a sample
-    shows it pays."""
-    trials: list[tuple[MemberPlan, bytes]] = []  # "try" members whose sample decides
-    for m in members:
-        if m.compress == "weights":
-            grouped = False
-            if weights:
-                grouped_parts = m.grouped_parts()
-                total = sum(p[1].nbytes for p in grouped_parts)
-                grouped = total <= codecs.DEFAULT_MAX_DECOMPRESSED and byte_groups.pays(grouped_parts)
-            m.codec = byte_groups.CODEC if grouped else "none"
-            _name(m, byte_groups.SUFFIX if grouped else "")
-            continue
-        use_zstd = False
-        if level is not None and m.compress != "never":
-            parts = list(m.parts())
-            m.size = sum(memoryview(buf).nbytes for _, buf in parts)
-            if m.size > codecs.DEFAULT_MAX_DECOMPRESSED:
-                use_zstd = False
-            elif m.compress == "always":
-                use_zstd = True
-            else:
-                trials.append((m, codecs.take_sample(buf for label, buf in parts if label != HEADER_LABEL)))
-                continue
-        m.codec = "zstd" if use_zstd else "none"
-        _name(m, codecs.ZSTD_SUFFIX if use_zstd else "")
-    assert level is not None or not trials
-    for m, use_zstd in _worth_compressing(trials, level or 0):
-        m.codec = "zstd" if use_zstd else "none"
-        _name(m, codecs.ZSTD_SUFFIX if use_zstd else "")
-
-
-def _worth_compressing(trials: list[tuple[MemberPlan, bytes]], level: int) -> Iterator[tuple[MemberPlan, bool]]:
-    """(member, whether zstd pays on its sample), the samples compressed on every core, a few at a time."""
-    pool = shared_pool(compress_ahead.POOL)
-    window: deque[tuple[MemberPlan, Future[bool]]] = deque()
-    for m, sample in trials:
-        window.append((m, pool.submit(codecs.worth_compressing, sample, level)))
-        if len(window) >= 2 * usable_cores():
-            m0, fut = window.popleft()
-            yield m0, fut.result()
-    for m0, fut in window:
-        yield m0, fut.result()
-
-
-def _name(m: MemberPlan, suffix: str) -> None:
-    m.name = m.base_name + suffix
-    check_name(m.name)
-    for node in m.nodes:
-        node["$ref"] = m.name
 
 
 class _ChecksumPool:

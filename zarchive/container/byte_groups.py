@@ -273,7 +273,8 @@ def encode(parts: Iterable[Piece]) -> Iterator[tuple[list[Any], list[Any]]]:
     def emit() -> tuple[list[Any], list[Any]]:
         nonlocal stored
         piece, fut = window.popleft()
-        sizes, bufs, crc = fut.result()
+        # (a chunk no worker has started yet, on a busy machine: encoded here rather than waited for)
+        sizes, bufs, crc = _encode_piece(piece) if fut.cancel() else fut.result()
         row = [piece.label, piece.offset, piece.size, piece.width, stored, sizes, crc_hex(crc)]
         stored += sum(sizes)
         return row, bufs

@@ -5,7 +5,9 @@ write it while the other cores idle. Here the members still to come are compress
 worker pool (thread_pools; zstandard releases the GIL) while the writer writes the ones before
 them: a bounded window ahead (AHEAD_MEMBERS members holding at most AHEAD_BYTES decoded bytes), so the
 memory a save holds stays bounded whatever it writes. A member bigger than AHEAD_MAX_MEMBER, or of
-unknown size, is left to the writer, which streams it through zstd's own worker threads.
+unknown size, is left to the writer, which streams it through zstd's own worker threads. A member no
+worker has started by the time the writer needs it is compressed by the writer itself: on a machine
+whose cores are busy with other work, waiting for a worker to be scheduled would only add to the save.
 
 Each member is still one zstd frame made exactly as the streaming path makes it (codecs.compressor:
 the same level, declared content size, checksum and thread rule), so a file's bytes do not depend on
@@ -129,4 +131,10 @@ class CompressAhead:
             _, size, mine = self._window.popleft()
             self._bytes -= size
         self._fill(index + 1)  # keep the workers busy while this one finishes and is written
-        return None if mine is None else mine.result()
+        if mine is None:
+            return None
+        if mine.cancel():  # no worker has started it (a busy machine): the writer does it, not wait
+            job = self._jobs[index]
+            assert job is not None
+            return compress_frame(job.parts, job.level)
+        return mine.result()
