@@ -145,9 +145,9 @@ def _write_grouped(zw: ZipWriter, m: MemberPlan) -> dict[str, Any]:
     sink.track_crc = False
     rows: list[list[Any]] = []
     size = running = 0
-    for row, bufs in byte_groups.encode(byte_groups.pieces(m.grouped_parts())):
+    for row, bufs in byte_groups.encode(byte_groups.pieces(m.grouped_parts()), reuse=True):
         for b in bufs:
-            sink.write_untracked(memoryview(b))
+            sink.write_untracked(memoryview(b))  # (written before the next chunk: encode's `reuse`)
         running = crc32_combine(running, int(row[6], 16), sum(row[5]))  # the chunks' CRCs make the member's
         rows.append(row)
         size += row[2]
