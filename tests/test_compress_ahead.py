@@ -192,3 +192,15 @@ def test_a_forked_child_saves_with_a_pool_of_its_own(tmp_path: Path) -> None:
 
 def _save_in_child(path: str) -> None:
     zarchive.save({f"a{i}": np.arange(100_000 * (i + 1)) for i in range(4)}, path)
+
+
+def test_a_kept_compressor_left_mid_frame_makes_whole_frames_after() -> None:
+    """Compressors are kept per thread (codecs.compressor): one whose last frame was abandoned (a save
+    that failed while a member streamed) still makes the very frame a new compressor makes."""
+    data = bytes(range(256)) * 2000
+    kept = codecs.compressor(3, len(data))
+    kept.compressobj(size=len(data)).compress(data[:100_000])  # abandoned mid-frame
+    assert codecs.compressor(3, len(data)) is kept
+    frame = compress_frame(lambda: [(None, memoryview(data))], 3)
+    fresh = zstandard.ZstdCompressor(level=3, write_checksum=True, write_content_size=True).compressobj(size=len(data))
+    assert b"".join(frame.chunks) == fresh.compress(data) + fresh.flush()

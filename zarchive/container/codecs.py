@@ -8,7 +8,8 @@ as soon as it exceeds the declaration.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 
 import zstandard
 
@@ -32,10 +33,29 @@ def zstd_threads(size: int) -> int:
     return min(usable_cores(), 8) if size >= MULTITHREAD_MIN_BYTES else 0
 
 
+_local = threading.local()
+
+
 def compressor(level: int, size: int) -> zstandard.ZstdCompressor:
-    return zstandard.ZstdCompressor(
-        level=level, threads=zstd_threads(size), write_checksum=True, write_content_size=True
+    """A compressor for a member of `size` bytes: one frame, its size and checksum in it. Those run
+    on one thread are kept per thread and level, so their memory is reused, not faulted in anew (the
+    frames they make are the same)."""
+    threads = zstd_threads(size)
+    if threads:
+        return zstandard.ZstdCompressor(level=level, threads=threads, write_checksum=True, write_content_size=True)
+    return _kept(
+        ("member", level), lambda: zstandard.ZstdCompressor(level=level, write_checksum=True, write_content_size=True)
     )
+
+
+def _kept(key: tuple[str, int], make: Callable[[], zstandard.ZstdCompressor]) -> zstandard.ZstdCompressor:
+    kept: dict[tuple[str, int], zstandard.ZstdCompressor] | None = getattr(_local, "compressors", None)
+    if kept is None:
+        kept = _local.compressors = {}
+    c = kept.get(key)
+    if c is None:
+        c = kept[key] = make()
+    return c
 
 
 def worth_compressing(sample: bytes | memoryview, level: int) -> bool:
@@ -43,7 +63,8 @@ def worth_compressing(sample: bytes | memoryview, level: int) -> bool:
     level 1 (or `level`, if lower): cheap, and a member it passes shrinks at least as much at `level`."""
     if len(sample) < 64:
         return False
-    cctx = zstandard.ZstdCompressor(level=min(level, 1))
+    trial = min(level, 1)
+    cctx = _kept(("trial", trial), lambda: zstandard.ZstdCompressor(level=trial))
     return len(cctx.compress(sample)) <= WORTH_IT_RATIO * len(sample)
 
 
