@@ -44,7 +44,7 @@ TARGETS = (
     Target(("many-small",), "save <= 1.0x safetensors+fsync", "save", "zarchive", "safetensors", 1.0),
     Target(("many-small",), "read+touch <= 1.0x safetensors", "touch", "zarchive", "safetensors", 1.0),
     Target(("many-small",), "one tensor (lazy) <= 2x safe_open", "lazy", "zarchive", "safetensors", 2.0),
-    Target(("table",), "save <= 1.5x pickle+fsync (issue 27)", "save", "zarchive", "pickle", 1.5),
+    Target(("table",), "save <= 2x pickle+fsync", "save", "zarchive", "pickle", 2.0),
     Target(("table",), "read+touch <= 3x pickle", "touch", "zarchive", "pickle", 3.0),
     Target(("table",), "size with zstd (default level) <= 0.6x pickle", "size", "zarchive", "pickle", 0.6),
     Target(("configured-model",), "save <= 1.1x safetensors of its state dict", "save", "zarchive", "safetensors",
@@ -63,6 +63,8 @@ TARGETS = (
     Target(BIG, "compress_weights: full read <= 0.5x ZipNN", "read", "zarchive compress_weights", "zipnn", 0.5),
     Target(BIG, "compress_weights: save <= 1.5x the uncompressed save", "save", "zarchive compress_weights",
            "zarchive", 1.5),
+    # issue 27: saves that keep the pace
+    Target(("table",), "save <= 1.5x pickle+fsync (issue 27)", "save", "zarchive", "pickle", 1.5),
 )  # fmt: skip
 
 
@@ -221,7 +223,7 @@ def render(info: dict[str, Any], raw: dict[str, float], workloads: list[dict[str
         "",
         *results_table(workloads),
         "",
-        "## Targets (issues 3 and 27)",
+        "## Targets (issue 3)",
         "",
         *targets_table(workloads),
         "",
