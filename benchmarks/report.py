@@ -64,10 +64,17 @@ TARGETS = (
     Target(("configured-model",), "read+touch, verify=off <= 1.1x safetensors load_file", "touch",
            "zarchive verify=off", "safetensors", 1.1),
     # benchmarks/compressed.py
-    Target(BIG, "compress_weights: read <= 1.0x torch.load of the uncompressed file", "read",
-           "zarchive compress_weights", "torch", 1.0),
+    # the compressed full read, as issue 27 restates it: a limit of decoding on 2 cores against the
+    # uncompressed file, and well ahead of every peer that compresses
+    Target(BIG, "compress_weights: full read <= 2x torch.load of the uncompressed file", "read",
+           "zarchive compress_weights", "torch", 2.0),
+    Target(BIG, "compress_weights: full read <= 0.5x torch.save+zstd", "read", "zarchive compress_weights",
+           "torch.save+zstd", 0.5),
+    Target(BIG, "compress_weights: full read <= 0.5x ZipNN", "read", "zarchive compress_weights", "zipnn", 0.5),
     Target(BIG, "compress_weights: save <= 1.5x the uncompressed save", "save", "zarchive compress_weights",
            "zarchive", 1.5),
+    # issue 27: saves that keep the pace
+    Target(("table",), "save <= 1.5x pickle+fsync (issue 27)", "save", "zarchive", "pickle", 1.5),
 )  # fmt: skip
 
 

@@ -24,3 +24,10 @@ def test_backend_agrees_with_zlib(size: int) -> None:
     assert crc.crc32(data) == zlib.crc32(data)
     assert crc.crc32(data, 12345) == zlib.crc32(data, 12345)
     assert crc.CRC32_BACKEND in ("zlib", "isal")
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1), st.integers(0, 2**45))
+@settings(max_examples=200, deadline=None)
+def test_both_combines_agree(crc1: int, crc2: int, len2: int) -> None:
+    """The pure-Python combine (the fallback without ISA-L) and the backend's agree, lengths past 4 GiB too."""
+    assert crc.crc32_combine(crc1, crc2, len2) == crc._combine_py(crc1, crc2, len2)

@@ -13,94 +13,42 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, BinaryIO, Literal
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..errors import SaveError, ZArchiveError
 from . import byte_groups, codecs, old_file
 from .budget import holds_json, json_memory_estimate
+from .compress_ahead import CompressAhead, Frame, Job
 from .crc import crc32, crc32_combine, crc_hex
 from .jsontext import dumps_pretty
-from .names import check_name
+from .member_plan import HEADER_LABEL, CompressHint, MemberPlan, Part, choose_codecs
 from .zipwriter import EntryWriter, ZipWriter
 
 if TYPE_CHECKING:
     from typing import Self
 
+__all__ = [  # (MemberPlan, choose_codecs and their kin live in member_plan; importable from here too)
+    "HEADER_LABEL",
+    "MANIFEST_NAME",
+    "METADATA_NAME",
+    "RESERVED_NAMES",
+    "CompressHint",
+    "MemberPlan",
+    "Part",
+    "atomic_write",
+    "check_target",
+    "choose_codecs",
+    "ensure_not_reserved",
+    "iter_parts",
+    "write_archive",
+]
+
 MANIFEST_NAME = "manifest.json"
 METADATA_NAME = "metadata.json"
 RESERVED_NAMES = frozenset({MANIFEST_NAME, METADATA_NAME})
 MEMBER_ALIGN = 64
-HEADER_LABEL = "$header"
 _BIG = 4 << 20  # buffers above this are checksummed on a second core while they are written
-
-Part = tuple[str | None, memoryview]  # (entry label for its own checksum, bytes)
-# "weights": float data, kept uncompressed (mappable) unless compress_weights asks for byte_groups
-CompressHint = Literal["never", "try", "always", "weights"]
-
-
-@dataclass
-class MemberPlan:
-    """A member to be written: its name, how to produce its bytes, and whether to compress it."""
-
-    base_name: str
-    parts: Callable[[], Iterable[Part]]
-    compress: CompressHint = "try"
-    nodes: list[dict[str, Any]] = field(default_factory=list)
-    name: str = ""
-    codec: str = "none"
-    # The same parts with values that live on an accelerator left there (as flat uint8 torch tensors),
-    # so that a capture (save_async, zarchive/saving/staging.py) copies them straight into pinned host
-    # memory; None: parts() has every value on the host already.
-    sources: Callable[[], Iterable[tuple[str | None, Any]]] | None = None
-    widths: list[int] | None = None  # byte-group width of each part (byte_groups); None: 1 for all
-
-    def grouped_parts(self) -> list[tuple[str | None, memoryview, int]]:
-        """(label, bytes, byte-group width) of each part."""
-        widths = self.widths or []
-        return [(label, _flat(buf), widths[i] if i < len(widths) else 1) for i, (label, buf) in enumerate(self.parts())]
-
-
-def _flat(buf: memoryview) -> memoryview:
-    return buf.cast("B") if buf.format != "B" or buf.ndim != 1 else buf
-
-
-def choose_codecs(members: list[MemberPlan], level: int | None, *, weights: bool = False) -> None:
-    """Decide each member's codec and final name, and point the manifest nodes at that name.
-
-    A member bigger than a reader decompresses by default (codecs.DEFAULT_MAX_DECOMPRESSED)
-    is stored uncompressed, so the file stays readable without raising that limit. `weights`
-    (compress_weights): members of float data are stored byte-grouped (byte_groups) where a sample
-    shows it pays."""
-    for m in members:
-        if m.compress == "weights":
-            grouped = False
-            if weights:
-                grouped_parts = m.grouped_parts()
-                total = sum(p[1].nbytes for p in grouped_parts)
-                grouped = total <= codecs.DEFAULT_MAX_DECOMPRESSED and byte_groups.pays(grouped_parts)
-            m.codec = byte_groups.CODEC if grouped else "none"
-            _name(m, byte_groups.SUFFIX if grouped else "")
-            continue
-        use_zstd = False
-        if level is not None and m.compress != "never":
-            parts = list(m.parts())
-            if sum(memoryview(buf).nbytes for _, buf in parts) > codecs.DEFAULT_MAX_DECOMPRESSED:
-                use_zstd = False
-            elif m.compress == "always":
-                use_zstd = True
-            else:
-                sample = codecs.take_sample(buf for label, buf in parts if label != HEADER_LABEL)
-                use_zstd = codecs.worth_compressing(sample, level)
-        m.codec = "zstd" if use_zstd else "none"
-        _name(m, codecs.ZSTD_SUFFIX if use_zstd else "")
-
-
-def _name(m: MemberPlan, suffix: str) -> None:
-    m.name = m.base_name + suffix
-    check_name(m.name)
-    for node in m.nodes:
-        node["$ref"] = m.name
 
 
 class _ChecksumPool:
@@ -145,6 +93,22 @@ def _write_plain(zw: ZipWriter, m: MemberPlan, pool: _ChecksumPool) -> dict[str,
     return info
 
 
+def _write_frame(zw: ZipWriter, m: MemberPlan, frame: Frame) -> dict[str, Any]:
+    """Write a member compressed ahead (compress_ahead)."""
+    sink = zw.open_entry(m.name, align=1)
+    sink.track_crc = False
+    for chunk in frame.chunks:
+        sink.write_untracked(chunk)
+    entry = sink.close(crc=frame.crc)
+    return {
+        "codec": "zstd",
+        "size": frame.size,
+        "stored_size": entry.size,
+        "crc32": crc_hex(entry.crc),
+        "content_crc32": crc_hex(frame.content_crc),
+    }
+
+
 def _write_zstd(zw: ZipWriter, m: MemberPlan, level: int) -> dict[str, Any]:
     parts = [buf.cast("B") if buf.format != "B" or buf.ndim != 1 else buf for _, buf in m.parts()]
     total = sum(p.nbytes for p in parts)
@@ -181,9 +145,9 @@ def _write_grouped(zw: ZipWriter, m: MemberPlan) -> dict[str, Any]:
     sink.track_crc = False
     rows: list[list[Any]] = []
     size = running = 0
-    for row, bufs in byte_groups.encode(byte_groups.pieces(m.grouped_parts())):
+    for row, bufs in byte_groups.encode(byte_groups.pieces(m.grouped_parts()), reuse=True):
         for b in bufs:
-            sink.write_untracked(memoryview(b))
+            sink.write_untracked(memoryview(b))  # (written before the next chunk: encode's `reuse`)
         running = crc32_combine(running, int(row[6], 16), sum(row[5]))  # the chunks' CRCs make the member's
         rows.append(row)
         size += row[2]
@@ -225,24 +189,26 @@ def write_archive(
         }
     }
     json_cost = [json_memory_estimate(manifest_bytes)]
+    members = [replace(m, parts=_tallied(m.parts, json_cost)) if holds_json(m.name) else m for m in members]
+    jobs = [Job(m.parts, m.size, level) if m.codec == "zstd" and level is not None else None for m in members]
     pool = _ChecksumPool()
     try:
-        for m in members:
-            if holds_json(m.name):
-                m = replace(m, parts=_tallied(m.parts, json_cost))
-            try:
-                if m.codec == "zstd" and level is not None:
-                    infos[m.name] = _write_zstd(zw, m, level)
-                elif m.codec == byte_groups.CODEC:
-                    infos[m.name] = _write_grouped(zw, m)
-                else:
-                    infos[m.name] = _write_plain(zw, m, pool)
-            except (ZArchiveError, OSError):
-                raise
-            except Exception as e:  # producing a member's bytes failed (e.g. a tensor that cannot be copied)
-                raise SaveError(f"writing the member failed: {type(e).__name__}: {e}", member=m.name) from e
-            if on_member is not None:
-                on_member(m.name, infos[m.name]["size"])
+        with CompressAhead(jobs) as ahead:
+            for i, m in enumerate(members):
+                try:
+                    if m.codec == "zstd" and level is not None:
+                        frame = ahead.take(i)
+                        infos[m.name] = _write_frame(zw, m, frame) if frame is not None else _write_zstd(zw, m, level)
+                    elif m.codec == byte_groups.CODEC:
+                        infos[m.name] = _write_grouped(zw, m)
+                    else:
+                        infos[m.name] = _write_plain(zw, m, pool)
+                except (ZArchiveError, OSError):
+                    raise
+                except Exception as e:  # producing a member's bytes failed (e.g. a tensor that cannot be copied)
+                    raise SaveError(f"writing the member failed: {type(e).__name__}: {e}", member=m.name) from e
+                if on_member is not None:
+                    on_member(m.name, infos[m.name]["size"])
     finally:
         pool.close()
     metadata = dict(metadata)

@@ -15,7 +15,6 @@ This module holds the filter, the chunk index and the writing side; chunk_reader
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections import deque
@@ -28,6 +27,7 @@ import zstandard
 
 from ..errors import FormatError, UnsafeArchiveError
 from .crc import crc32, crc_hex
+from .thread_pools import shared_pool, usable_cores
 
 if TYPE_CHECKING:
     import numpy as np
@@ -60,25 +60,15 @@ _PARAMS = zstandard.ZstdCompressionParameters(
     write_checksum=False,
 )
 _local = threading.local()
-_pool_lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
-_pool_pid = 0
 
 
 def workers() -> int:
-    return max(1, os.cpu_count() or 1)
+    return usable_cores()
 
 
 def executor() -> ThreadPoolExecutor:
-    """The thread pool that compresses and decompresses chunks (one worker per core). A process
-    forked after it was made (a DataLoader worker) gets a pool of its own: the parent's threads do
-    not exist in the child, and jobs given to their pool would never run."""
-    global _pool, _pool_pid
-    with _pool_lock:
-        if _pool is None or _pool_pid != os.getpid():
-            _pool = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="zarchive-bgzstd")
-            _pool_pid = os.getpid()
-        return _pool
+    """The thread pool that compresses and decodes chunks (thread_pools: one worker per core)."""
+    return shared_pool("bgzstd")
 
 
 def _compressor() -> zstandard.ZstdCompressor:
@@ -178,22 +168,34 @@ def parse_index(entry: dict[str, Any], *, member: str) -> list[Chunk]:
 # --- encoding --------------------------------------------------------------------------------------
 
 
-def _planes_of(data: memoryview, width: int) -> list[np.ndarray[Any, Any]]:
+def _planes_of(data: memoryview, width: int, into: Any = None) -> list[np.ndarray[Any, Any]]:
+    """The byte planes of `data` (widths 2, 4 and 8: in `into`, a flat uint8 array, where it has room)."""
     import numpy as np  # (here, not at import: `import zarchive` stays free of numpy)
 
     arr = np.frombuffer(data, dtype=np.uint8)
     if width == 1:
         return [arr]
+    if width in (2, 4, 8):  # shifts over little-endian words: 2-5x faster than strided byte copies
+        words = np.frombuffer(data, dtype=f"<u{width}")
+        if into is not None and into.size >= arr.size:
+            out = into[: arr.size].reshape(width, words.size)
+        else:
+            out = np.empty((width, words.size), dtype=np.uint8)
+        np.copyto(out[0], words, casting="unsafe")  # (the cast keeps the low byte)
+        for k in range(1, width):  # (shifted and cast in small blocks: no word-sized temporary)
+            np.right_shift(words, 8 * k, out=out[k], casting="unsafe")
+        return list(out)
     grid = arr.reshape(-1, width)
     return [np.ascontiguousarray(grid[:, k]) for k in range(width)]
 
 
-def encode_chunk(data: memoryview, width: int) -> tuple[list[int], list[Any]]:
-    """(stored size of each plane, the stored buffers) of one chunk's decoded bytes."""
+def encode_chunk(data: memoryview, width: int, into: Any = None) -> tuple[list[int], list[Any]]:
+    """(stored size of each plane, the stored buffers) of one chunk's decoded bytes (the planes kept
+    raw are views of `into` where it has room: see _planes_of)."""
     cctx = _compressor()
     sizes: list[int] = []
     bufs: list[Any] = []
-    for plane in _planes_of(data, width):
+    for plane in _planes_of(data, width, into):
         n = plane.nbytes
         stored: Any = plane
         if n >= 64:
@@ -257,36 +259,59 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _encode_piece(p: Piece) -> tuple[list[int], list[Any], int]:
+Encoded = tuple[list[int], list[Any], int, Any]  # plane sizes, stored buffers, CRC-32, planes' memory
+
+
+def _encode_piece(p: Piece, spares: deque[Any] | None = None) -> Encoded:
     data = p.bufs[0] if len(p.bufs) == 1 else memoryview(b"".join(p.bufs))
-    sizes, bufs = encode_chunk(data, p.width)
+    into = None
+    if spares is not None and p.width in (2, 4, 8):
+        try:
+            into = spares.pop()
+        except IndexError:
+            import numpy as np
+
+            into = np.empty(max(CHUNK_BYTES, p.size), dtype=np.uint8)
+    sizes, bufs = encode_chunk(data, p.width, into)
     crc = 0
     for b in bufs:
         crc = crc32(b, crc)
-    return sizes, bufs, crc
+    return sizes, bufs, crc, into
 
 
-def encode(parts: Iterable[Piece]) -> Iterator[tuple[list[Any], list[Any]]]:
+def encode(parts: Iterable[Piece], *, reuse: bool = False) -> Iterator[tuple[list[Any], list[Any]]]:
     """(index row, stored buffers) per chunk, in order; chunks are compressed on every core, with at
-    most two per worker in flight (memory stays bounded on any member size)."""
+    most two per worker in flight (memory stays bounded on any member size).
+
+    `reuse`: the caller is done with a chunk's buffers when it asks for the next chunk, so the memory
+    of its raw planes is used again for a later chunk (fresh memory for every chunk costs a page fault
+    per 4 KiB, a third of the encoding's time on the worker threads)."""
     pool = executor()
-    window: deque[tuple[Piece, Future[tuple[list[int], list[Any], int]]]] = deque()
+    window: deque[tuple[Piece, Future[Encoded]]] = deque()
+    spares: deque[Any] | None = deque() if reuse else None
     stored = 0
 
-    def emit() -> tuple[list[Any], list[Any]]:
+    def emit() -> tuple[list[Any], list[Any], Any]:
         nonlocal stored
         piece, fut = window.popleft()
-        sizes, bufs, crc = fut.result()
+        # (a chunk no worker has started yet, on a busy machine: encoded here rather than waited for)
+        sizes, bufs, crc, into = _encode_piece(piece, spares) if fut.cancel() else fut.result()
         row = [piece.label, piece.offset, piece.size, piece.width, stored, sizes, crc_hex(crc)]
         stored += sum(sizes)
-        return row, bufs
+        return row, bufs, into
 
-    for p in parts:
-        window.append((p, pool.submit(_encode_piece, p)))
-        if len(window) >= 2 * workers():
+    def chunks() -> Iterator[tuple[list[Any], list[Any], Any]]:
+        for p in parts:
+            window.append((p, pool.submit(_encode_piece, p, spares)))
+            if len(window) >= 2 * workers():
+                yield emit()
+        while window:
             yield emit()
-    while window:
-        yield emit()
+
+    for row, bufs, into in chunks():
+        yield row, bufs
+        if spares is not None and into is not None:
+            spares.append(into)  # (the caller has written this chunk: see `reuse`)
 
 
 def pays(parts: list[tuple[str | None, memoryview, int]]) -> bool:

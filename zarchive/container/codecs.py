@@ -8,19 +8,21 @@ as soon as it exceeds the declaration.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 
 import zstandard
 
 from ..errors import IntegrityError, UnsafeArchiveError
 from .crc import crc32
+from .thread_pools import usable_cores
 
 ZSTD_SUFFIX = ".zst"
 DEFAULT_MAX_DECOMPRESSED = 4 << 30  # a reader decodes no bigger member unless asked (max_decompressed)
 MULTITHREAD_MIN_BYTES = 8 << 20  # below this, thread start-up costs more than it saves
-SAMPLE_BYTES = 1 << 20
-WORTH_IT_RATIO = 0.85  # compress only if the sample shrinks to at most this fraction
+SAMPLE_BYTES = 256 << 10  # a member's sample: SAMPLE_PIECES slices taken evenly across it, this much in all
+SAMPLE_PIECES = 4
+WORTH_IT_RATIO = 0.85  # compress only if the sample shrinks to at most this fraction (at zstd level 1)
 _READ_CHUNK = 1 << 20
 _FIRST_BUFFER = 16 << 20
 _GROW_STEP = 64 << 20
@@ -28,32 +30,73 @@ _GROW_STEP = 64 << 20
 
 def zstd_threads(size: int) -> int:
     """Worker threads for a member of `size` bytes (zstd's output does not depend on the count)."""
-    return min(os.cpu_count() or 1, 8) if size >= MULTITHREAD_MIN_BYTES else 0
+    return min(usable_cores(), 8) if size >= MULTITHREAD_MIN_BYTES else 0
+
+
+_local = threading.local()
 
 
 def compressor(level: int, size: int) -> zstandard.ZstdCompressor:
-    return zstandard.ZstdCompressor(
-        level=level, threads=zstd_threads(size), write_checksum=True, write_content_size=True
+    """A compressor for a member of `size` bytes: one frame, its size and checksum in it. Those run
+    on one thread are kept per thread and level, so their memory is reused, not faulted in anew (the
+    frames they make are the same)."""
+    threads = zstd_threads(size)
+    if threads:
+        return zstandard.ZstdCompressor(level=level, threads=threads, write_checksum=True, write_content_size=True)
+    return _kept(
+        ("member", level), lambda: zstandard.ZstdCompressor(level=level, write_checksum=True, write_content_size=True)
     )
 
 
+def _kept(key: tuple[str, int], make: Callable[[], zstandard.ZstdCompressor]) -> zstandard.ZstdCompressor:
+    kept: dict[tuple[str, int], zstandard.ZstdCompressor] | None = getattr(_local, "compressors", None)
+    if kept is None:
+        kept = _local.compressors = {}
+    c = kept.get(key)
+    if c is None:
+        c = kept[key] = make()
+    return c
+
+
 def worth_compressing(sample: bytes | memoryview, level: int) -> bool:
-    """Whether zstd at `level` pays on data like `sample` (random-looking floats do not)."""
+    """Whether zstd pays on data like `sample` (random-looking floats do not). The trial runs at
+    level 1 (or `level`, if lower): cheap, and a member it passes shrinks at least as much at `level`."""
     if len(sample) < 64:
         return False
-    cctx = zstandard.ZstdCompressor(level=min(level, 3))
+    trial = min(level, 1)
+    cctx = _kept(("trial", trial), lambda: zstandard.ZstdCompressor(level=trial))
     return len(cctx.compress(sample)) <= WORTH_IT_RATIO * len(sample)
 
 
 def take_sample(buffers: Iterable[memoryview | bytes], limit: int = SAMPLE_BYTES) -> bytes:
-    """Up to `limit` leading bytes of a member, without materialising the rest."""
+    """A sample of a member's bytes (the concatenated `buffers`) without materialising the rest: all
+    of them up to `limit`, else SAMPLE_PIECES slices of limit / SAMPLE_PIECES bytes spread evenly from
+    its start to its end (a column's head is not always like its body)."""
+    views = [memoryview(b).cast("B") for b in buffers]
+    total = sum(v.nbytes for v in views)
+    if total <= limit:
+        return b"".join(views)
+    piece = limit // SAMPLE_PIECES
     out = bytearray()
-    for buf in buffers:
-        mv = memoryview(buf).cast("B")
-        out += mv[: limit - len(out)]
-        if len(out) >= limit:
-            break
+    for i in range(SAMPLE_PIECES):
+        start = (total - piece) * i // (SAMPLE_PIECES - 1)
+        out += _slice(views, start, piece)
     return bytes(out)
+
+
+def _slice(views: list[memoryview], start: int, n: int) -> bytearray:
+    """`n` bytes from offset `start` of the concatenated views."""
+    out = bytearray()
+    at = 0
+    for v in views:
+        end = at + v.nbytes
+        if end > start and len(out) < n:
+            lo = max(start - at, 0)
+            out += v[lo : lo + n - len(out)]
+        at = end
+        if len(out) >= n:
+            break
+    return out
 
 
 def decompress_prefix(data: memoryview | bytes, n: int, *, member: str) -> bytes:

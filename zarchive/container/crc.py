@@ -48,14 +48,21 @@ def _x2nmodp(n: int, k: int) -> int:
 
 
 def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
-    """CRC-32 of A+B from crc32(A), crc32(B) and len(B); O(log len2), no data touched."""
+    """CRC-32 of A+B from crc32(A), crc32(B) and len(B); O(log len2), no data touched (ISA-L's
+    zlib-compatible combine when installed, ~100x this module's own in pure Python)."""
+    return _combine_impl(crc1, crc2, len2)
+
+
+def _combine_py(crc1: int, crc2: int, len2: int) -> int:
     return _multmodp(_x2nmodp(len2, 3), crc1) ^ crc2
 
 
 try:  # isal (a dependency where it has wheels): ISA-L's CRC-32 is ~3x zlib's, with equal results
     from isal.isal_zlib import crc32 as _crc32_impl
+    from isal.isal_zlib import crc32_combine as _combine_impl
 except ImportError:  # pragma: no cover - Windows on ARM (no isal wheel), or isal removed: zlib's
     _crc32_impl = zlib.crc32
+    _combine_impl = _combine_py
 
 CRC32_BACKEND = "isal" if _crc32_impl is not zlib.crc32 else "zlib"
 

@@ -35,6 +35,7 @@ MAX_U16 = 0xFFFF
 LOCAL_HEADER_SIZE = 30
 ZIP64_SLOT = 20  # bytes reserved in every local header for a zip64 extra, if one is needed
 MAX_NAME_BYTES = 4096
+DIRECT_WRITE = 256 << 10  # bytes from which a write goes to the file descriptor directly
 
 
 @dataclass
@@ -100,8 +101,16 @@ class ZipWriter:
 
     def _raw_write(self, data: bytes | bytearray | memoryview) -> None:
         view = memoryview(data).cast("B") if not isinstance(data, (bytes, bytearray)) else data
-        self._f.write(view)
-        self._pos += len(view)
+        n = len(view)
+        if n < DIRECT_WRITE:
+            self._f.write(view)
+        else:  # straight to the file: the file object's buffer would only add a copy of every byte
+            self._f.flush()
+            with memoryview(view) as rest:
+                while rest:
+                    rest = rest[os.write(self._fd, rest) :]
+            self._f.seek(self._pos + n)  # (the file object learns where the file now ends)
+        self._pos += n
 
     def open_entry(self, name: str, align: int = 1) -> EntryWriter:
         """Start a member; its data begins at a file offset that is a multiple of `align`."""
