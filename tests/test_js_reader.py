@@ -19,6 +19,7 @@ import subprocess
 import sys
 from collections import OrderedDict
 from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +154,50 @@ def polars_frame() -> Any:
     )
 
 
+def pandas_arrow_frame() -> Any:
+    """pandas ArrowDtype columns (stored as `arrow.array` nodes, format 1.5), nulls in each."""
+    pa = pytest.importorskip("pyarrow")
+    when = pa.array([0, None, 1_700_000_000_000_000, -5], pa.timestamp("us", tz="Europe/Paris"))
+    cols = {
+        "int": pa.array([1, None, -(2**62), 4], pa.int64()),
+        "when": when,
+        "offset": pa.array([1, 2, None, 3], pa.timestamp("ms", tz="+01:00")),
+        "text": pa.array(["a", None, "é🎉", ""], pa.large_string()),
+        "list": pa.array([[1, 2], [], None, [None, 3]], pa.list_(pa.int32())),
+        "struct": pa.array(
+            [{"x": 1, "y": "a"}, None, {"x": None, "y": "c"}, {"x": 4, "y": None}],
+            pa.struct([("x", pa.int16()), ("y", pa.string())]),
+        ),
+        "dict": pa.array(["p", None, "q", "p"]).dictionary_encode(),
+        "decimal": pa.array([None, Decimal("123.45"), Decimal("-0.01"), -Decimal(10**20)], pa.decimal128(24, 2)),
+        "flag": pa.array([True, None, False, True]),
+        "binary": pa.array([b"\x00\xff", None, b"", b"z"], pa.binary()),
+    }
+    df = pd.DataFrame({k: pd.arrays.ArrowExtensionArray(v) for k, v in cols.items()})
+    sliced = pd.Series(pd.arrays.ArrowExtensionArray(pa.array([None, "x", "yy", None, "zzz"]).slice(1, 3)))
+    return {"frame": df, "sliced": sliced}
+
+
+def polars_arrow_frame() -> Any:
+    pytest.importorskip("pyarrow")
+    pl = pytest.importorskip("polars")
+    return pl.DataFrame(
+        {
+            "u8": pl.Series([1, None, 255], dtype=pl.UInt8),
+            "f32": pl.Series([0.5, float("nan"), None], dtype=pl.Float32),
+            "cat": pl.Series(["a", None, "b"], dtype=pl.Categorical),
+            "enum": pl.Series(["lo", "hi", None], dtype=pl.Enum(["lo", "hi"])),
+            "ts": pl.Series([dt.datetime(2024, 1, 1), None, dt.datetime(1969, 12, 31)]).dt.replace_time_zone(
+                "Asia/Tokyo"
+            ),
+            "dur": pl.Series([dt.timedelta(seconds=1), None, dt.timedelta(0)]),
+            "time": pl.Series([dt.time(1, 2, 3), None, dt.time(0)]),
+            "nested": [[{"a": [1, None]}], None, []],
+            "null": pl.Series([None, None, None], dtype=pl.Null),
+        }
+    )
+
+
 def python_values() -> Any:
     return {
         "ints": [1, 2**70, -(2**60)],
@@ -183,6 +228,8 @@ CASES: dict[str, Callable[[Path], Path]] = {
     "model_nested": lambda p: save({"model": model(), "epoch": 3}, p),
     "pandas": lambda p: save(pandas_frame(), p, external_list_threshold=2, external_array_threshold=4),
     "polars": lambda p: save(polars_frame(), p, external_array_threshold=2),
+    "pandas_arrow": lambda p: save(pandas_arrow_frame(), p, external_array_threshold=3),
+    "polars_arrow": lambda p: save(polars_arrow_frame(), p, external_array_threshold=2),
     "python_values": lambda p: save(python_values(), p, external_list_threshold=8),
     "compressed_weights": lambda p: save(
         {

@@ -32,8 +32,8 @@ const has = (o, k) => Object.hasOwn(o, k);
 function knownZone(tz) {
   if (TZ_OFFSET.test(tz)) return true;
   try {
-    new Intl.DateTimeFormat("en-US", { timeZone: tz });
-    return true;
+    const resolved = new Intl.DateTimeFormat("en-US", { timeZone: tz }).resolvedOptions().timeZone;
+    return resolved === tz || resolved.toLowerCase() !== tz.toLowerCase(); // (names are case-sensitive)
   } catch {
     return false;
   }

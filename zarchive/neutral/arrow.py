@@ -10,6 +10,8 @@ before the walk) has already checked the type grammar and every buffer's dtype a
 
 from __future__ import annotations
 
+import re
+import zoneinfo
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,6 +26,26 @@ if TYPE_CHECKING:
     from .describe import Describer
 
 
+_TZ_OFFSET = re.compile(r"[+-][0-9]{2}:?[0-9]{2}")
+
+
+def _check_zones(t: Any, path: str) -> None:
+    """Every timestamp zone of a (grammar-checked) type names a zone: a fixed offset, or an IANA name
+    the time zone database holds (spelled as it spells it)."""
+    if isinstance(t, dict):
+        tz = t.get("tz") if t.get("id") == "timestamp" else None
+        if isinstance(tz, str) and not _TZ_OFFSET.fullmatch(tz):
+            try:
+                zoneinfo.ZoneInfo(tz)
+            except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+                raise FormatError(f"unknown time zone {tz[:40]!r}", path=path) from None
+        for f in t.get("fields") or []:
+            _check_zones(f.get("type") if isinstance(f, dict) else None, path)
+        f = t.get("item")
+        _check_zones(f.get("type") if isinstance(f, dict) else None, path)
+        _check_zones(t.get("value"), path)
+
+
 def _bits(w: Describer, node: Any, path: str, length: int) -> tuple[D, np.ndarray]:
     bitmap = np.ascontiguousarray(w.load(node, path), dtype=np.uint8)
     bits = present_bits(bitmap, length)
@@ -36,6 +58,7 @@ def arrow_array(w: Describer, node: D, path: str) -> D:
     except ValueError as e:
         raise FormatError(str(e), path=path) from None
     t: dict[str, Any] = node["type"]
+    _check_zones(t, path)
     length, nulls = node.get("length"), node.get("null_count")
     if not (type(length) is int and type(nulls) is int and 0 <= nulls <= length):
         raise FormatError("an Arrow array needs int 'length' and 'null_count' (0 to length)", path=path)
