@@ -394,3 +394,31 @@ def test_js_and_zarchive_neutral_agree_on_the_hostile_corpus() -> None:
     differ = [f for f in want if want[f].startswith("refused") != got[f].startswith("refused")]
     differ += [f for f in want if not want[f].startswith("refused") and want[f] != got[f]]
     assert not differ, {f: (want[f][:80], got[f][:80]) for f in differ}
+
+
+def test_arrow_form_hides_what_the_writer_may_choose(tmp_path: Path) -> None:
+    """Keys beyond the Arrow type grammar, a validity bitmap's padding bits and an all-present bitmap
+    stored where `null` could be do not show (spec/neutral.md 5.1), in zarchive's form and the JS one."""
+    pa = pytest.importorskip("pyarrow")
+    from hostile.craft import pack, unpack
+
+    frame = pd.DataFrame({"x": pd.arrays.ArrowExtensionArray(pa.array([1, None, 3], pa.int64()))})
+    src = save(frame, tmp_path / "src.zarc")
+    plain = python_neutral(src)
+    parts = unpack(src.read_bytes())
+    array = parts.manifest["root"]["data"][0]["array"]
+    array["type"]["note"] = 1.5  # a writer's extra key: never in the form (a float would not print)
+    validity = array["buffers"][0]
+    assert validity["data"] == [0b101]
+    validity["data"] = [0b11110101]  # bits 3..7 lie past the 3 values
+    edited = tmp_path / "edited.zarc"
+    edited.write_bytes(pack(parts))
+    assert python_neutral(edited) == plain
+    assert_same(edited)
+    parts.manifest["root"]["data"][0]["array"]["buffers"][0]["data"] = [0b100]  # 2 missing, null_count 1
+    wrong = tmp_path / "wrong.zarc"
+    wrong.write_bytes(pack(parts))
+    got = node("zarc-neutral.js", str(wrong))
+    assert got.returncode == 2 and got.stdout == "" and "marks 2 values missing" in got.stderr, got.stderr
+    with pytest.raises(zarchive.errors.FormatError, match="marks 2 values missing"):
+        python_neutral(wrong)

@@ -109,11 +109,22 @@ function same(a, b) {
   return a === b;
 }
 
-/** A plain copy of a parsed type (Maps to objects; ints stay BigInt, which the printer writes exactly). */
-function plainType(v) {
-  if (isMap(v)) return Object.fromEntries([...v].map(([k, x]) => [k, plainType(x)]));
-  if (Array.isArray(v)) return v.map(plainType);
-  return v;
+const TYPE_KEYS = {
+  time32: ["unit"], time64: ["unit"], duration: ["unit"], timestamp: ["unit", "tz"],
+  decimal128: ["precision", "scale"], dictionary: ["index", "value", "ordered"],
+};
+
+/** A (checked) type with only the grammar's keys (others a writer added do not show); ints stay BigInt. */
+function typeForm(t) {
+  const tid = t.get("id");
+  const out = { id: tid };
+  for (const key of has(TYPE_KEYS, tid) ? TYPE_KEYS[tid] : []) {
+    out[key] = key === "value" ? typeForm(t.get(key)) : t.has(key) ? t.get(key) : null;
+  }
+  const field = (f) => ({ name: f.get("name"), type: typeForm(f.get("type")), nullable: f.get("nullable") });
+  if (has(LIST_IDS, tid)) out.item = field(t.get("item"));
+  else if (tid === "struct") out.fields = t.get("fields").map(field);
+  return out;
 }
 
 /** The first `n` bits of a bitmap, one byte (0 or 1) each. */
@@ -193,7 +204,7 @@ function checkNode(w, node, path) {
 export function arrowArray(w, node, path) {
   const bad = (msg) => w.fail(path, msg);
   const { tid, t, n, nulls, specs, buffers, children, dictionary } = checkNode(w, node, path);
-  const out = { kind: "arrow.array", type: plainType(t), length: n, null_count: nulls };
+  const out = { kind: "arrow.array", type: typeForm(t), length: n, null_count: nulls };
   const loaded = [];
   let valid = null; // the validity bits, when stored
   out.buffers = specs.map((spec, i) => {

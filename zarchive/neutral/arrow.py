@@ -46,6 +46,27 @@ def _check_zones(t: Any, path: str) -> None:
         _check_zones(t.get("value"), path)
 
 
+_TYPE_KEYS = {"time32": ("unit",), "time64": ("unit",), "duration": ("unit",), "timestamp": ("unit", "tz")}
+_TYPE_KEYS |= {"decimal128": ("precision", "scale"), "dictionary": ("index", "value", "ordered")}
+
+
+def type_form(t: dict[str, Any]) -> D:
+    """A (grammar-checked) type with only the grammar's keys: others a writer added do not show."""
+    tid = t["id"]
+    out: D = {"id": tid}
+    for key in _TYPE_KEYS.get(tid, ()):
+        out[key] = type_form(t[key]) if key == "value" else t.get(key)
+    if tid in LIST_IDS:
+        out["item"] = _field_form(t["item"])
+    elif tid == "struct":
+        out["fields"] = [_field_form(f) for f in t["fields"]]
+    return out
+
+
+def _field_form(f: dict[str, Any]) -> D:
+    return {"name": f["name"], "type": type_form(f["type"]), "nullable": f["nullable"]}
+
+
 def _bits(w: Describer, node: Any, path: str, length: int) -> tuple[D, np.ndarray]:
     bitmap = np.ascontiguousarray(w.load(node, path), dtype=np.uint8)
     bits = present_bits(bitmap, length)
@@ -66,7 +87,7 @@ def arrow_array(w: Describer, node: D, path: str) -> D:
     buffers = node.get("buffers")
     if not isinstance(buffers, list) or len(buffers) != len(specs):
         raise FormatError(f"an Arrow {tid} array needs {len(specs)} buffers", path=path)
-    out: D = {"kind": "arrow.array", "type": t, "length": length, "null_count": nulls}
+    out: D = {"kind": "arrow.array", "type": type_form(t), "length": length, "null_count": nulls}
     descs: list[D | None] = []
     bitmap: np.ndarray | None = None
     loaded: list[Any] = []
