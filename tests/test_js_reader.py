@@ -422,3 +422,20 @@ def test_arrow_form_hides_what_the_writer_may_choose(tmp_path: Path) -> None:
     assert got.returncode == 2 and got.stdout == "" and "marks 2 values missing" in got.stderr, got.stderr
     with pytest.raises(zarchive.errors.FormatError, match="marks 2 values missing"):
         python_neutral(wrong)
+
+
+def test_arrow_form_of_an_all_present_bitmap_is_null(tmp_path: Path) -> None:
+    """No value missing: a stored bitmap of set bits reads as the absent one does."""
+    pa = pytest.importorskip("pyarrow")
+    from hostile.craft import pack, unpack
+
+    frame = pd.DataFrame({"x": pd.arrays.ArrowExtensionArray(pa.array([1, 2, 3], pa.int64()))})
+    src = save(frame, tmp_path / "src.zarc")
+    parts = unpack(src.read_bytes())
+    buffers = parts.manifest["root"]["data"][0]["array"]["buffers"]
+    assert buffers[0] is None
+    buffers[0] = {"$type": "numpy.ndarray", "dtype": "|u1", "shape": [1], "data": [0b111]}
+    edited = tmp_path / "edited.zarc"
+    edited.write_bytes(pack(parts))
+    assert python_neutral(edited) == python_neutral(src)
+    assert_same(edited)
