@@ -19,6 +19,7 @@ import subprocess
 import sys
 from collections import OrderedDict
 from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +154,50 @@ def polars_frame() -> Any:
     )
 
 
+def pandas_arrow_frame() -> Any:
+    """pandas ArrowDtype columns (stored as `arrow.array` nodes, format 1.5), nulls in each."""
+    pa = pytest.importorskip("pyarrow")
+    when = pa.array([0, None, 1_700_000_000_000_000, -5], pa.timestamp("us", tz="Europe/Paris"))
+    cols = {
+        "int": pa.array([1, None, -(2**62), 4], pa.int64()),
+        "when": when,
+        "offset": pa.array([1, 2, None, 3], pa.timestamp("ms", tz="+01:00")),
+        "text": pa.array(["a", None, "é🎉", ""], pa.large_string()),
+        "list": pa.array([[1, 2], [], None, [None, 3]], pa.list_(pa.int32())),
+        "struct": pa.array(
+            [{"x": 1, "y": "a"}, None, {"x": None, "y": "c"}, {"x": 4, "y": None}],
+            pa.struct([("x", pa.int16()), ("y", pa.string())]),
+        ),
+        "dict": pa.array(["p", None, "q", "p"]).dictionary_encode(),
+        "decimal": pa.array([None, Decimal("123.45"), Decimal("-0.01"), -Decimal(10**20)], pa.decimal128(24, 2)),
+        "flag": pa.array([True, None, False, True]),
+        "binary": pa.array([b"\x00\xff", None, b"", b"z"], pa.binary()),
+    }
+    df = pd.DataFrame({k: pd.arrays.ArrowExtensionArray(v) for k, v in cols.items()})
+    sliced = pd.Series(pd.arrays.ArrowExtensionArray(pa.array([None, "x", "yy", None, "zzz"]).slice(1, 3)))
+    return {"frame": df, "sliced": sliced}
+
+
+def polars_arrow_frame() -> Any:
+    pytest.importorskip("pyarrow")
+    pl = pytest.importorskip("polars")
+    return pl.DataFrame(
+        {
+            "u8": pl.Series([1, None, 255], dtype=pl.UInt8),
+            "f32": pl.Series([0.5, float("nan"), None], dtype=pl.Float32),
+            "cat": pl.Series(["a", None, "b"], dtype=pl.Categorical),
+            "enum": pl.Series(["lo", "hi", None], dtype=pl.Enum(["lo", "hi"])),
+            "ts": pl.Series([dt.datetime(2024, 1, 1), None, dt.datetime(1969, 12, 31)]).dt.replace_time_zone(
+                "Asia/Tokyo"
+            ),
+            "dur": pl.Series([dt.timedelta(seconds=1), None, dt.timedelta(0)]),
+            "time": pl.Series([dt.time(1, 2, 3), None, dt.time(0)]),
+            "nested": [[{"a": [1, None]}], None, []],
+            "null": pl.Series([None, None, None], dtype=pl.Null),
+        }
+    )
+
+
 def python_values() -> Any:
     return {
         "ints": [1, 2**70, -(2**60)],
@@ -183,6 +228,8 @@ CASES: dict[str, Callable[[Path], Path]] = {
     "model_nested": lambda p: save({"model": model(), "epoch": 3}, p),
     "pandas": lambda p: save(pandas_frame(), p, external_list_threshold=2, external_array_threshold=4),
     "polars": lambda p: save(polars_frame(), p, external_array_threshold=2),
+    "pandas_arrow": lambda p: save(pandas_arrow_frame(), p, external_array_threshold=3),
+    "polars_arrow": lambda p: save(polars_arrow_frame(), p, external_array_threshold=2),
     "python_values": lambda p: save(python_values(), p, external_list_threshold=8),
     "compressed_weights": lambda p: save(
         {
@@ -347,3 +394,48 @@ def test_js_and_zarchive_neutral_agree_on_the_hostile_corpus() -> None:
     differ = [f for f in want if want[f].startswith("refused") != got[f].startswith("refused")]
     differ += [f for f in want if not want[f].startswith("refused") and want[f] != got[f]]
     assert not differ, {f: (want[f][:80], got[f][:80]) for f in differ}
+
+
+def test_arrow_form_hides_what_the_writer_may_choose(tmp_path: Path) -> None:
+    """Keys beyond the Arrow type grammar, a validity bitmap's padding bits and an all-present bitmap
+    stored where `null` could be do not show (spec/neutral.md 5.1), in zarchive's form and the JS one."""
+    pa = pytest.importorskip("pyarrow")
+    from hostile.craft import pack, unpack
+
+    frame = pd.DataFrame({"x": pd.arrays.ArrowExtensionArray(pa.array([1, None, 3], pa.int64()))})
+    src = save(frame, tmp_path / "src.zarc")
+    plain = python_neutral(src)
+    parts = unpack(src.read_bytes())
+    array = parts.manifest["root"]["data"][0]["array"]
+    array["type"]["note"] = 1.5  # a writer's extra key: never in the form (a float would not print)
+    validity = array["buffers"][0]
+    assert validity["data"] == [0b101]
+    validity["data"] = [0b11110101]  # bits 3..7 lie past the 3 values
+    edited = tmp_path / "edited.zarc"
+    edited.write_bytes(pack(parts))
+    assert python_neutral(edited) == plain
+    assert_same(edited)
+    parts.manifest["root"]["data"][0]["array"]["buffers"][0]["data"] = [0b100]  # 2 missing, null_count 1
+    wrong = tmp_path / "wrong.zarc"
+    wrong.write_bytes(pack(parts))
+    got = node("zarc-neutral.js", str(wrong))
+    assert got.returncode == 2 and got.stdout == "" and "marks 2 values missing" in got.stderr, got.stderr
+    with pytest.raises(zarchive.errors.FormatError, match="marks 2 values missing"):
+        python_neutral(wrong)
+
+
+def test_arrow_form_of_an_all_present_bitmap_is_null(tmp_path: Path) -> None:
+    """No value missing: a stored bitmap of set bits reads as the absent one does."""
+    pa = pytest.importorskip("pyarrow")
+    from hostile.craft import pack, unpack
+
+    frame = pd.DataFrame({"x": pd.arrays.ArrowExtensionArray(pa.array([1, 2, 3], pa.int64()))})
+    src = save(frame, tmp_path / "src.zarc")
+    parts = unpack(src.read_bytes())
+    buffers = parts.manifest["root"]["data"][0]["array"]["buffers"]
+    assert buffers[0] is None
+    buffers[0] = {"$type": "numpy.ndarray", "dtype": "|u1", "shape": [1], "data": [0b111]}
+    edited = tmp_path / "edited.zarc"
+    edited.write_bytes(pack(parts))
+    assert python_neutral(edited) == python_neutral(src)
+    assert_same(edited)

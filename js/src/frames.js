@@ -4,6 +4,7 @@
 // array descriptions of their own.
 
 import { FormatError } from "./errors.js";
+import { arrowArray } from "./arrow.js";
 import { child, zoneFields } from "./describe.js";
 
 const NAN = "7ff8000000000000";
@@ -127,6 +128,9 @@ function array(w, node, path) {
   } else if (layout === "numpy") {
     out.layout = "numpy";
     out.data = w.value(node.get("data"), path);
+  } else if (layout === "arrow") {
+    out.layout = "arrow";
+    out.array = arrowOf(w, node, path, length);
   } else throw w.fail(path, `unknown pandas.array layout ${JSON.stringify(String(layout))}`);
   for (const part of ["data", "codes"]) {
     const d = out[part];
@@ -230,6 +234,10 @@ function polarsSeries(w, node, path) {
   const length = int(w, node, "length", path);
   const out = { kind: "polars.Series", name: get(node, "name"), dtype: plain(dtype), length };
   out.valid = node.has("valid") ? w.value(node.get("valid"), child(path, "valid")) : null;
+  if (node.get("layout") === "arrow") {
+    out.array = arrowOf(w, node, path, length);
+    return out;
+  }
   if (kind === "Null") return out;
   if (kind === "List") {
     out.offsets = w.value(node.get("offsets"), child(path, "offsets"));
@@ -254,6 +262,15 @@ function polarsSeries(w, node, path) {
   return out;
 }
 
+/** The `arrow.array` node of a column in the `arrow` layout (pandas.md 5, polars.md), of `length` values. */
+function arrowOf(w, node, path, length) {
+  const array = node.get("array");
+  if (!(isMap(array) && array.get("$type") === "arrow.array" && array.get("length") === BigInt(length))) {
+    throw w.fail(path, `the 'arrow' layout needs an arrow.array node of ${length} values`);
+  }
+  return w.value(array, child(path, "array"));
+}
+
 export const TABLE_TYPES = {
   "pandas.DataFrame": frame,
   "pandas.Series": series,
@@ -262,4 +279,5 @@ export const TABLE_TYPES = {
   "pandas.scalar": scalar,
   "polars.DataFrame": polarsFrame,
   "polars.Series": polarsSeries,
+  "arrow.array": arrowArray,
 };

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..container.jsontext import decode_jsonl
 from ..errors import FormatError
+from .arrow import arrow_array
 from .describe import child, zone_fields
 from .encode import CANONICAL_NAN, D
 
@@ -135,6 +136,9 @@ def array(w: Describer, node: D, path: str) -> D:
     elif layout == "numpy":
         out["layout"] = "numpy"
         out["data"] = w.value(node.get("data"), path)
+    elif layout == "arrow":
+        out["layout"] = "arrow"
+        out["array"] = _arrow_of(w, node, path, length)
     else:
         raise FormatError(f"unknown pandas.array layout {str(layout)[:20]!r}", path=path)
     for part in ("data", "codes"):
@@ -254,6 +258,9 @@ def polars_series(w: Describer, node: D, path: str) -> D:
     length = _int(node, "length", path)
     out: D = {"kind": "polars.Series", "name": node.get("name"), "dtype": dtype, "length": length}
     out["valid"] = w.value(node["valid"], child(path, "valid")) if "valid" in node else None
+    if node.get("layout") == "arrow":
+        out["array"] = _arrow_of(w, node, path, length)
+        return out
     if kind == "Null":
         return out
     if kind == "List":
@@ -283,6 +290,13 @@ def polars_series(w: Describer, node: D, path: str) -> D:
     return out
 
 
+def _arrow_of(w: Describer, node: D, path: str, length: int) -> D:
+    array = node.get("array")
+    if not (isinstance(array, dict) and array.get("$type") == "arrow.array" and array.get("length") == length):
+        raise FormatError(f"the 'arrow' layout needs an arrow.array node of {length} values", path=path)
+    return w.value(array, child(path, "array"))
+
+
 TABLE_TYPES: dict[str, Callable[[Describer, D, str], D]] = {
     "pandas.DataFrame": frame,
     "pandas.Series": series,
@@ -291,6 +305,7 @@ TABLE_TYPES: dict[str, Callable[[Describer, D, str], D]] = {
     "pandas.scalar": scalar,
     "polars.DataFrame": polars_frame,
     "polars.Series": polars_series,
+    "arrow.array": arrow_array,
 }
 
 __all__ = ["TABLE_TYPES", "pandas_text", "utf8_rows"]
