@@ -207,3 +207,20 @@ def test_pyarrow_strings_refuse_bad_bytes(tmp_path: Path) -> None:
     with pytest.raises(zarchive.FormatError) as err:
         zarchive.read(tmp_path / "bad.zarc")
     assert err.value.member == name
+
+
+def test_pyarrow_strings_refuse_a_row_starting_inside_a_character(tmp_path: Path) -> None:
+    """The data as a whole is valid UTF-8, but a row boundary splits a character: a FormatError (the
+    reader checks the data once and each row's first byte, not each row on its own)."""
+    pytest.importorskip("pyarrow")
+    s = pd.Series([f"{i}é" for i in range(300)], dtype="str")
+    zarchive.save({"s": s}, tmp_path / "ok.zarc", durable=False)
+    parts = unpack((tmp_path / "ok.zarc").read_bytes())
+    (name,) = [n for n in parts.members if n.endswith(".utf8.zst")]
+    rows = "7é8é".encode()
+    assert parts.members[name].count(rows) == 1
+    parts.members[name] = parts.members[name].replace(rows, "77é88".encode())  # rows "77\xc3", "\xa988"
+    (tmp_path / "bad.zarc").write_bytes(pack(parts))
+    with pytest.raises(zarchive.FormatError, match="string 8 starts inside a UTF-8 character") as err:
+        zarchive.read(tmp_path / "bad.zarc")
+    assert err.value.member == name

@@ -72,10 +72,15 @@ def check_offsets(offsets: np.ndarray, nbytes: int, length: int, *, member: str 
     return off
 
 
-def _char_boundaries(raw: np.ndarray, off: np.ndarray, member: str | None) -> None:
+def check_char_boundaries(raw: np.ndarray, off: np.ndarray, member: str | None) -> None:
+    """A FormatError unless every string of checked offsets `off` starts on the first byte of a UTF-8
+    character of `raw` (its data): with the whole data valid UTF-8, every string then is."""
+    if len(off) < 2 or not len(raw) or int(raw.max()) < 0x80:  # ASCII: every byte starts a character
+        return
     inside = off[:-1][off[:-1] < len(raw)]
-    if len(inside) and bool(((raw[inside] & 0xC0) == 0x80).any()):
-        at = int(np.argmax((raw[inside] & 0xC0) == 0x80))
+    starts = np.take(raw, inside) & 0xC0
+    if len(inside) and bool((starts == 0x80).any()):
+        at = int(np.argmax(starts == 0x80))
         raise FormatError(f"string {at} starts inside a UTF-8 character", member=member)
 
 
@@ -128,7 +133,7 @@ def sliced(offsets: np.ndarray, data: memoryview | bytes, length: int, *, member
     """The strings, sliced one by one from the decoded text (for data that holds every separator)."""
     off = check_offsets(offsets, len(data), length, member=member)
     raw = np.frombuffer(data, dtype=np.uint8)
-    _char_boundaries(raw, off, member)
+    check_char_boundaries(raw, off, member)
     return _sliced(raw, off, data, member)
 
 

@@ -2,10 +2,11 @@
 
 Where pyarrow is installed, pandas 3's default `str` dtype keeps its text in an Arrow `large_string`
 array: exactly the offsets, data and validity of a "utf8" column (spec/pandas.md 5.2). The reader
-hands those buffers to pyarrow (`LargeStringArray.from_buffers`), which checks them in full (offsets
-in order and in range, every value valid UTF-8) before pandas wraps the array; the writer takes the
-buffers of such a column the same way, through pyarrow's public `pa.array(...)`. Without pyarrow
-(an optional package, never required) these return None and the callers make Python strings.
+hands those buffers to pyarrow (`LargeStringArray.from_buffers`) once they are checked in full
+(offsets in order and in range, every value valid UTF-8: see _checked_strings) and pandas wraps the
+array; the writer takes the buffers of such a column the same way, through pyarrow's public
+`pa.array(...)`. Without pyarrow (an optional package, never required) these return None and the
+callers make Python strings.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..container.utf8_column import check_char_boundaries
 from ..engine.context import LoadContext, Node, SaveContext
 from ..errors import FormatError
 from .pandas_text import sample_repeats, sample_rows, smallest_codes
@@ -34,16 +36,23 @@ def _pyarrow_for(dtype: pd.StringDtype) -> Any:
 
 
 def _checked_strings(pa: Any, offsets: np.ndarray, data: memoryview, valid: np.ndarray | None, member: str) -> Any:
-    """An Arrow `large_string` array over the given buffers, checked by pyarrow in full."""
+    """An Arrow `large_string` array over the given buffers, its offsets already checked
+    (utf8_column.check_offsets: from 0 to the data's end, never decreasing). Arrow checks the array's
+    structure and the data as one UTF-8 value (one pass over the bytes, where `validate(full=True)`
+    checks each row on its own); every row then is valid UTF-8 when each starts on a character's
+    first byte (check_char_boundaries, free for ASCII data)."""
     length = len(offsets) - 1
     bitmap = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
     nulls = 0 if valid is None else int(length - np.count_nonzero(valid))
     off = np.ascontiguousarray(offsets, dtype=np.int64)
-    arr = pa.LargeStringArray.from_buffers(length, pa.py_buffer(off), pa.py_buffer(data), bitmap, nulls)
+    whole = np.array([0, len(data)], dtype=np.int64)
     try:
-        arr.validate(full=True)
+        pa.LargeStringArray.from_buffers(1, pa.py_buffer(whole), pa.py_buffer(data)).validate(full=True)
+        arr = pa.LargeStringArray.from_buffers(length, pa.py_buffer(off), pa.py_buffer(data), bitmap, nulls)
+        arr.validate()
     except pa.ArrowInvalid as e:
         raise FormatError(f"not a valid Arrow string column: {e}", member=member) from None
+    check_char_boundaries(np.frombuffer(data, dtype=np.uint8), off, member)
     return arr
 
 
