@@ -16,6 +16,7 @@ DOCUMENTED = [
     ("zarchive", ["save", "read", "open", "audit", "verify", "save_async", "ZArchive", "ArchiveNotFoundError"]),
     ("zarchive.torchutil", ["ConfiguredModel", "set_config_class"]),
     ("zarchive.checkpoint", ["save_checkpoint", "load_checkpoint", "save_checkpoint_async"]),
+    ("zarchive.inspection.diff", ["diff_archives", "ArchiveDiff"]),
     ("zarchive.store", ["ModelStore", "VersionExists", "VersionInfo"]),
     ("zarchive.convert", ["convert", "conversion_kind", "ConvertReport"]),
     ("zarchive.staging", ["staging_buffer"]),
