@@ -142,7 +142,7 @@ def test_the_read_calls_only_what_its_plan_listed(files: dict[str, Path]) -> Non
             LoaderHandler(check=lambda *a: True, load=lambda *a: calls.append("late"), uid="Money", source_pckg="t")
         )
         with pytest.raises(zarchive.ZArchiveError):
-            arc._construct(plan, "price", None, None, None)
+            arc._construct(plan, arc.node("price"), "price", None, None, None)
     assert calls == []
 
 
