@@ -19,6 +19,7 @@ import pytest
 import torch
 from hostile.make_corpus import CASES, CORPUS_DIR
 from hostile.worker import Worker
+from json_walk import parts as json_parts
 
 import zarchive
 from zarchive.neutral import canonical_json, neutral_form_of
@@ -66,17 +67,6 @@ def test_generic_form_needs_no_class(tmp_path: Path) -> None:
     assert done.stdout == _form_file(archive).read_text(encoding="ascii")
 
 
-def _walk(desc: Any) -> list[Any]:
-    out = [desc]
-    if isinstance(desc, dict):
-        for v in desc.values():
-            out += _walk(v)
-    elif isinstance(desc, list):
-        for v in desc:
-            out += _walk(v)
-    return out
-
-
 @pytest.mark.parametrize("archive", make_generic.examples(), ids=lambda p: p.name)
 def test_generic_form_is_plain_and_ascii(archive: Path) -> None:
     """Canonical text: ASCII, sorted keys, no floats anywhere (every float is bits), a path on every
@@ -84,7 +74,7 @@ def test_generic_form_is_plain_and_ascii(archive: Path) -> None:
     text = make_generic.form_path(archive).read_text(encoding="ascii")
     doc = json.loads(text)
     assert doc["format"] == "zarchive-generic-1"
-    for x in _walk(doc):
+    for x in json_parts(doc):
         assert not isinstance(x, float), f"{archive.name}: a JSON float in the form"
         if isinstance(x, dict):
             assert list(x) == sorted(x)

@@ -11,9 +11,9 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
+from json_walk import parts as json_parts
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "spec" / "examples"
 sys.path.insert(0, str(EXAMPLES))
@@ -39,23 +39,12 @@ def test_archive_reads_to_its_neutral_description(archive: Path) -> None:
     assert derived == committed, f"{name}.neutral.json is not in the generator's layout"
 
 
-def _walk(desc: Any) -> list[Any]:
-    out = [desc]
-    if isinstance(desc, dict):
-        for v in desc.values():
-            out += _walk(v)
-    elif isinstance(desc, list):
-        for v in desc:
-            out += _walk(v)
-    return out
-
-
 @pytest.mark.parametrize("name", sorted(GROUPS))
 def test_neutral_files_hold_no_python_reprs(name: str) -> None:
     """Ints as decimal text, floats as bits, zones by name or offset: nothing a repr() made."""
     doc = json.loads((EXAMPLES / f"{name}.neutral.json").read_text(encoding="utf-8"))
     assert doc["format"] == "zarchive-neutral-1" and doc["example"] == name
-    for node in _walk(doc["value"]):
+    for node in json_parts(doc["value"]):
         if isinstance(node, str):
             assert not REPR.search(node), f"{name}: {node!r} looks like a Python repr"
         if isinstance(node, dict) and node.get("kind") == "float":
