@@ -68,7 +68,7 @@ def _lazy_and_touch(t: Tool, path: str, key: str) -> int:
 
 
 # "fresh open + tensor": zarchive against safe_open, each sample as a fresh process would open
-FRESH_TOOLS = (ZARCHIVE, "safetensors")
+FRESH_TOOLS = (ZARCHIVE, f"{ZARCHIVE} mmap", "safetensors")
 
 
 def _fresh_state() -> None:
@@ -320,7 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="3 runs and smaller workloads (about a minute or two)")
     p.add_argument("--reps", type=int, help="timed runs per measurement (default 5; 3 with --quick)")
     p.add_argument(
-        "--only", help="comma-separated workloads (big, big-bf16, many-small, table, polars-logs, configured-model)"
+        "--only",
+        help="comma-separated workloads (big, big-bf16, many-small, table, table-arrow, polars-logs, configured-model)",
     )
     p.add_argument("--cold", action="store_true", help="drop the page cache before every read (needs root)")
     p.add_argument("--profile", metavar="W:TOOL:OP", help="cProfile one operation, e.g. big:zarchive:read")

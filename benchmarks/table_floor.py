@@ -1,9 +1,9 @@
 """Where the pandas table's read goes: zarchive's read+touch against pickle's and against the bare zstd
 decompression of the same members (not a unit test).
 
-    .venv/bin/python benchmarks/table_floor.py [rows] [repeats]
+    .venv/bin/python benchmarks/table_floor.py [rows] [repeats] [python|pyarrow]
 
-Saves workloads.table(rows) with the default settings and with pickle, then times, interleaved in one
+Saves workloads.table(rows, text=...) (default: the text in Arrow buffers, the "table-arrow" workload) with the default settings and with pickle, then times, interleaved in one
 process (medians of `repeats` rounds, warm page cache):
 - pickle: `pd.read_pickle` plus touching every value (workloads.touch, as run.py's read+touch);
 - zarchive: `zarchive.read` (verify on) plus the same touch;
@@ -45,7 +45,7 @@ def bare_zstd(path: str, pool: ThreadPoolExecutor) -> int:
 def main() -> None:
     rows = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
     repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 9
-    df = table(rows)
+    df = table(rows, text=sys.argv[3] if len(sys.argv) > 3 else "pyarrow")
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(2) as pool:
         pkl, zarc = os.path.join(tmp, "t.pkl"), os.path.join(tmp, "t.zarc")
         df.to_pickle(pkl)

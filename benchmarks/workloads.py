@@ -66,10 +66,17 @@ def many_small(count: int) -> dict[str, torch.Tensor]:
     return {f"group{i // 100:03d}.param{i % 100:02d}": torch.randn(n, generator=gen) for i, n in enumerate(sizes)}
 
 
-def table(rows: int, distinct_names: bool = False):  # -> pandas.DataFrame
+def table(rows: int, distinct_names: bool = False, text: str = "python"):  # -> pandas.DataFrame
     """A DataFrame with one column of each common kind: int64, float64, str, categorical, datetime, bool.
     `name` repeats (about 200,000 distinct values), or with `distinct_names` has a different value in
-    every row."""
+    every row.
+
+    `text`: how pandas 3 holds the `str` column. "python" (Python str objects) is what `dtype="str"`
+    gives where pyarrow is not installed, as with a plain install of zarchive: the table of issue 27's
+    measurements (pickle then reads 1M strings back one object at a time). "pyarrow" is what it gives
+    where pyarrow is installed (the `bench` extra installs it for the Arrow peers): the text lives in
+    Arrow buffers, which pickle writes and reads raw. Naming the storage keeps each workload the same
+    whatever else the environment has."""
     import pandas as pd
 
     rng = np.random.default_rng(SEED)
@@ -83,7 +90,7 @@ def table(rows: int, distinct_names: bool = False):  # -> pandas.DataFrame
         {
             "id": np.arange(rows, dtype=np.int64) * 7 + rng.integers(0, 7, rows),
             "score": rng.normal(0.0, 1.0, rows),
-            "name": pd.array(names, dtype="str"),
+            "name": pd.array(names, dtype=pd.StringDtype(text, na_value=np.nan)),  # (= dtype="str")
             "city": pd.Categorical.from_codes(rng.integers(0, len(cities), rows), categories=cities),
             "when": stamps.astype("datetime64[ns]"),
             "flag": rng.random(rows) < 0.3,
@@ -214,7 +221,11 @@ def workloads(quick: bool = False) -> dict[str, Workload]:
         Workload("many-small", "state_dict", lambda: many_small(small), small_key,
                  f"{small} float32 tensors of 1-4 KB", 60.0, fresh_key=small_key),
         Workload("table", "table", lambda: table(rows), None,
-                 f"DataFrame {rows:,} x 6 (int64, float64, str, category, datetime64, bool)", 60.0),
+                 f"DataFrame {rows:,} x 6 (int64, float64, str, category, datetime64, bool); str held as "
+                 "Python strings, as pandas 3 holds it without pyarrow", 60.0),
+        Workload("table-arrow", "table", lambda: table(rows, text="pyarrow"), None,
+                 f"DataFrame {rows:,} x 6 as in table, str held in Arrow buffers, as pandas 3 holds it where pyarrow "
+                 "is installed", 60.0),
         Workload("polars-logs", "polars", lambda: polars_logs(log_rows), None,
                  f"polars DataFrame {log_rows:,} x 19, like service logs (tz datetimes, categoricals, an Enum, "
                  "repetitive text, nulls, lists, a struct)", 60.0),
