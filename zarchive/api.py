@@ -10,6 +10,7 @@ from typing import Any
 
 from .container.archive_reader import DEFAULT_MAX_DECOMPRESSED, ArchiveReader
 from .container.archive_writer import MemberPlan, choose_codecs
+from .container.compress_early import EarlyCompression
 from .container.open_gate import open_regular
 from .container.remote import is_file_object, is_url, open_source
 from .container.source import ByteSource, BytesSource, open_local
@@ -192,10 +193,18 @@ class ZArchive:
         axes = check_dynamic_axes(dynamic_axes)
         if axes is not None and "onnx" not in names:
             raise ValueError("dynamic_axes= applies to an ONNX export: pass export=('onnx', ...) too")
+        level = self.settings.compress_level
+        # members compressed while the walk goes on; not where `stage` copies their bytes after it
+        early = EarlyCompression(level) if level is not None and stage is None else None
         with gc_paused():
-            ctx = SaveContext(self.registry, self.settings)
-            root = ctx.save(obj)
-            ctx.finalize()
+            ctx = SaveContext(self.registry, self.settings, on_member=early.offer if early is not None else None)
+            try:
+                root = ctx.save(obj)
+                ctx.finalize()
+            except BaseException:
+                if early is not None:
+                    early.cancel()
+                raise
             manifest = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "root": root}
             members = ctx.members
             if names:

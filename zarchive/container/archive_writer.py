@@ -190,14 +190,17 @@ def write_archive(
     }
     json_cost = [json_memory_estimate(manifest_bytes)]
     members = [replace(m, parts=_tallied(m.parts, json_cost)) if holds_json(m.name) else m for m in members]
-    jobs = [Job(m.parts, m.size, level) if m.codec == "zstd" and level is not None else None for m in members]
+    jobs = [
+        Job(m.parts, m.size, level) if m.codec == "zstd" and level is not None and m.early is None else None
+        for m in members
+    ]
     pool = _ChecksumPool()
     try:
         with CompressAhead(jobs) as ahead:
             for i, m in enumerate(members):
                 try:
                     if m.codec == "zstd" and level is not None:
-                        frame = ahead.take(i)
+                        frame = m.early.result() if m.early is not None else ahead.take(i)  # (compress_early)
                         infos[m.name] = _write_frame(zw, m, frame) if frame is not None else _write_zstd(zw, m, level)
                     elif m.codec == byte_groups.CODEC:
                         infos[m.name] = _write_grouped(zw, m)

@@ -3,7 +3,8 @@
 A member is planned as a function that produces its bytes in parts, with a hint about compressing it.
 Before anything is written, choose_codecs decides each member's codec from that hint and, for "try"
 members, from a sample of its bytes tried with zstd (on every core, a few members at a time), and so
-its final name (".zst" or ".bgz" added), which the manifest's nodes then point at.
+its final name (".zst" or ".bgz" added), which the manifest's nodes then point at. A member tried and
+compressed while the walk went on (compress_early) takes the decision its trial made there.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ class MemberPlan:
     sources: Callable[[], Iterable[tuple[str | None, Any]]] | None = None
     widths: list[int] | None = None  # byte-group width of each part (byte_groups); None: 1 for all
     size: int | None = None  # decoded bytes, where choose_codecs learned them (None: not known)
+    # its frame (None: the trial says zstd does not pay), being made while the walk goes on
+    # (compress_early); None where the member takes the usual path
+    early: Future[compress_ahead.Frame | None] | None = None
 
     def grouped_parts(self) -> list[tuple[str | None, memoryview, int]]:
         """(label, bytes, byte-group width) of each part."""
@@ -70,6 +74,14 @@ def choose_codecs(members: list[MemberPlan], level: int | None, *, weights: bool
             m.codec = byte_groups.CODEC if grouped else "none"
             _name(m, byte_groups.SUFFIX if grouped else "")
             continue
+        if m.early is not None and level is not None:
+            try:
+                frame = m.early.result()
+            except Exception:  # noqa: BLE001 - the usual path below meets it again and says what is wrong
+                m.early = None
+            else:
+                _set_codec(m, frame is not None)
+                continue
         use_zstd = False
         if level is not None and m.compress != "never":
             parts = list(m.parts())

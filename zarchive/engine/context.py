@@ -60,9 +60,12 @@ MAX_DEPTH = 200
 class SaveContext:
     """State of one save: object path, planned members, handler scratch space."""
 
-    def __init__(self, registry: HandlerSource, settings: Settings) -> None:
+    def __init__(
+        self, registry: HandlerSource, settings: Settings, *, on_member: Callable[[MemberPlan], None] | None = None
+    ) -> None:
         self.registry = registry
         self.settings = settings
+        self._on_member = on_member  # called with each member as it is planned (compress_early)
         self.path: list[str] = []
         self.members: list[MemberPlan] = []
         self._name_keys: set[str] = {collision_key(n) for n in RESERVED_NAMES}
@@ -135,6 +138,8 @@ class SaveContext:
         """Plan a member; its bytes are produced by `parts()` only when the archive is written."""
         plan = MemberPlan(base_name=self.member_name(ext, hint), parts=parts, compress=compress)
         self.members.append(plan)
+        if self._on_member is not None:
+            self._on_member(plan)
         return plan
 
     def ref_node(self, plan: MemberPlan, type_name: str, **fields: Any) -> dict[str, Any]:

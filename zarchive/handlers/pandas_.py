@@ -223,6 +223,14 @@ class PandasSeriesHandler(PandasSeriesSchema, Handler):
         return s
 
 
+def _built_in_python(dtype: Any) -> bool:
+    """Whether a column's stored form is built one Python object at a time (object columns, text held
+    as Python strings). Such columns are saved after the others: the members planned before them are
+    then compressed on the other cores while this thread works through the objects (compress_early).
+    The manifest keeps the columns' order; only the members' order in the file follows the saving."""
+    return dtype == object or (isinstance(dtype, pd.StringDtype) and dtype.storage == "python")
+
+
 class PandasFrameHandler(PandasFrameSchema, Handler):
     name = "pandas.DataFrame"
 
@@ -240,10 +248,10 @@ class PandasFrameHandler(PandasFrameSchema, Handler):
             "index": ctx.save(df.index, "(index)"),
         }
         _save_extras(df, node, ctx)
-        node["data"] = [
-            save_values(df.iloc[:, i], ctx, key, f"column {df.columns[i]!r} (dtype {df.dtypes.iloc[i]})")
-            for i, key in enumerate(keys)
-        ]
+        data: list[Node] = [None] * len(keys)
+        for i in sorted(range(len(keys)), key=lambda i: _built_in_python(df.dtypes.iloc[i])):
+            data[i] = save_values(df.iloc[:, i], ctx, keys[i], f"column {df.columns[i]!r} (dtype {df.dtypes.iloc[i]})")
+        node["data"] = data
         return node
 
     def load(self, node: dict[str, Any], ctx: LoadContext) -> pd.DataFrame:
