@@ -18,7 +18,7 @@ from .encode import D
 
 
 class NodeSource(Protocol):
-    """What the walk needs of an opened archive (zarchive.engine.lazy.PlannedArchive has it)."""
+    """What the walk needs of an opened archive (zarchive.engine.planned_archive.PlannedArchive has it)."""
 
     def node(self, path: str = "") -> Any: ...
     def plan(self, path: str = "", *, root_class: type | None = None) -> Any: ...
