@@ -19,6 +19,7 @@ from ..errors import IntegrityError
 from .archive_reader import ArchiveReader
 from .crc import crc32, crc32_combine
 from .fresh_memory import populate
+from .member_verify import damaged_entries
 from .pieces import RUN_BYTES, Pieces, cuts
 from .source import LocalFileSource
 
@@ -112,7 +113,7 @@ def start_verifying(
 
 def _damage(reader: ArchiveReader, name: str) -> str:
     """What is damaged in a member that failed its checksum: the first bad entry, if entries say."""
-    damaged = reader.damaged_entries(name, reader.zip.view(name))
+    damaged = damaged_entries(reader, name, reader.zip.view(name))
     if damaged:
         return f"entry {damaged[0]!r} does not match its checksum (damaged file)"
     return "member bytes do not match the recorded checksum (damaged file)"
@@ -191,7 +192,7 @@ class Prefetch:
             c = part.result() if isinstance(part, Future) else part
             crc = crc32_combine(crc, c, n) if i else c
         if self._verify and crc != self._reader.zip.members[name].crc:
-            damaged = self._reader.damaged_entries(name, buf)
+            damaged = damaged_entries(self._reader, name, buf)
             what = f"entry {damaged[0]!r} does not match its checksum" if damaged else "member bytes do not match"
             raise IntegrityError(f"{what} (damaged file)", member=name)
         self._reader.mark_checked([name])
