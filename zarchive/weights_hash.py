@@ -15,20 +15,20 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 import struct
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol
 
+from .container.thread_pools import worker_count
 from .engine.objpath import escape, join_path, split_path
 from .errors import FormatError
 
 TENSOR_DOMAIN = b"zarchive.tensor.v1\x00"
 WEIGHTS_DOMAIN = b"zarchive.weights.v1\x00"
 MAX_DEPTH = 200  # as deep as a read goes (deeper levels are refused there)
-HASH_THREADS = 8  # tensors hashed at once (at most the machine's CPUs)
+HASH_THREADS = 8  # tensors hashed at once, at most (one per usable core)
 HASH_PIECE = 4 << 20  # a view that is not contiguous is copied for hashing this much at a time
 
 
@@ -193,12 +193,18 @@ def _within_budget(named: Iterable[tuple[str, Any]], budget: Any, prefix: list[s
         yield name, value
 
 
+def hash_workers() -> int:
+    """The threads tensors are hashed on: one per core this process may run on, up to HASH_THREADS
+    (1: hashed on the calling thread)."""
+    return worker_count(HASH_THREADS)
+
+
 def _digest_all(named: Iterable[tuple[str, Any]]) -> dict[str, bytes]:
     """name -> tensor_digest(value): the values are taken one at a time in this thread (fetching is
     not thread-safe) and hashed on up to HASH_THREADS threads (hashlib releases the GIL), with at most
     2 x HASH_THREADS fetched values waiting, so memory stays bounded when fetches copy (compressed
     members, numpy reads)."""
-    workers = max(1, min(HASH_THREADS, os.cpu_count() or 1))
+    workers = hash_workers()
     out: dict[str, bytes] = {}
     if workers == 1:
         for name, value in named:
@@ -274,6 +280,7 @@ def state_dict_hash(state: Mapping[str, Any]) -> str:
 __all__ = [
     "archive_digests",
     "combine",
+    "hash_workers",
     "state_dict_digests",
     "state_dict_hash",
     "tensor_digest",

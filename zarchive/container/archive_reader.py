@@ -18,9 +18,10 @@ from .budget import ReadBudget, holds_json, json_memory_floor
 from .chunk_reader import ChunkCache, ChunkedMember
 from .crc import crc32, crc_hex
 from .jsontext import loads_strict
+from .member_verify import verify_members
 from .metadata_table import EntryTables, check_metadata
 from .pieces import Pieces
-from .source import ByteSource, SourceChangedError
+from .source import ByteSource
 from .zipreader import DEFAULT_MAX_MEMBERS, ZipReader
 
 MAX_JSON_MEMBER_BYTES = 512 << 20
@@ -88,14 +89,6 @@ class ArchiveReader:
     def checked_entries(self, name: str) -> dict[str, dict[str, Any]]:
         """All checksum entries of a member, validated (and refused if two overlap)."""
         return self.entries.checked_entries(name)
-
-    def damaged_entries(self, name: str, raw: memoryview | Pieces) -> list[str]:
-        """Labels of the member's checksum entries whose bytes in `raw` do not match."""
-        return [label for label, e in self.checked_entries(name).items() if not self._entry_intact(raw, e)]
-
-    def _entry_intact(self, raw: memoryview | Pieces, e: dict[str, Any]) -> bool:
-        self.verified_bytes += e["size"]
-        return crc_hex(crc32(raw[e["offset"] : e["offset"] + e["size"]])) == e["crc32"]
 
     def _check_member_crc(self, name: str, data: memoryview) -> None:
         entry = self.metadata["members"][name]
@@ -375,53 +368,9 @@ class ArchiveReader:
         return self.member_range(name, 0, end, HEADER_LABEL, path=path)
 
     def verify_all(self) -> list[tuple[str, str]]:
-        """Check every member against every recorded checksum; (member, problem) for each failure."""
-        problems: list[tuple[str, str]] = []
-        for name, entry in self.metadata["members"].items():
-            try:
-                self.verified_bytes += self.zip.members[name].size
-                if entry["codec"] == byte_groups.CODEC:  # every chunk: its CRC, then its decoding
-                    problems += [(name, p) for p in self.chunked(name).problems()]
-                    continue
-                if entry["codec"] == "none" and self._member_crc(name) == self.zip.members[name].crc:
-                    raw = None  # checked in chunks: a huge member is never read whole
-                else:
-                    raw = self.zip.view(name)
-                if raw is not None and crc32(raw) != self.zip.members[name].crc:
-                    damaged = self.damaged_entries(name, raw)
-                    if damaged:  # name the tensors (or header) that are damaged, not only the member
-                        problems += [(name, f"entry {label!r} does not match its checksum") for label in damaged]
-                    else:
-                        problems.append((name, "stored bytes do not match the CRC"))
-                    continue
-                if raw is not None and entry["codec"] == "zstd":
-                    if entry["size"] > self.max_decompressed:
-                        problems.append((name, f"declares {entry['size']} decompressed bytes, over the limit"))
-                        continue
-                    content_crc = codecs.decompressed_crc(raw, entry["size"], member=name)
-                    if crc_hex(content_crc) != entry.get("content_crc32"):
-                        problems.append((name, "decompressed bytes do not match content_crc32"))
-                    continue
-                for label, e in self.checked_entries(name).items():
-                    self.verified_bytes += e["size"]
-                    if self._member_crc(name, e["offset"], e["size"]) != int(e["crc32"], 16):
-                        problems.append((name, f"entry {label!r} does not match its checksum"))
-            except SourceChangedError:
-                raise  # the file itself changed under the check: no member's fault
-            except FormatError as e:
-                problems.append((name, e.message))
-        return problems
-
-    def _member_crc(self, name: str, begin: int = 0, length: int | None = None, chunk: int = 16 << 20) -> int:
-        """CRC-32 of bytes [begin, begin+length) of a stored member, read a chunk at a time."""
-        info = self.zip.members[name]
-        length = info.size - begin if length is None else length
-        if not (0 <= begin and begin + length <= info.size):
-            raise FormatError("range outside the member", member=name)
-        crc = 0
-        for at in range(begin, begin + length, chunk):
-            crc = crc32(self.source.view(info.data_offset + at, min(chunk, begin + length - at)), crc)
-        return crc
+        """Check every member against every recorded checksum; (member, problem) for each failure
+        (zarchive.container.member_verify)."""
+        return verify_members(self)
 
     def close(self) -> None:
         self._decoded.clear()

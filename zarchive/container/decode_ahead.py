@@ -12,13 +12,20 @@ is the order the read asks for them.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 from .archive_reader import ArchiveReader
 from .byte_groups import CODEC as CHUNKED
+from .thread_pools import worker_count
 
 AHEAD_ABOVE = 4 << 20  # compressed members smaller than this in all are decoded on the calling thread
+DECODE_THREADS = 4  # members decoded at once, at most (one per usable core)
+
+
+def decode_workers() -> int:
+    """The threads a DecodeAhead uses by default: one per core this process may run on, up to
+    DECODE_THREADS (1: members are decoded on the calling thread, as the read asks for them)."""
+    return worker_count(DECODE_THREADS)
 
 
 class DecodeAhead:
@@ -40,7 +47,7 @@ class DecodeAhead:
             and name not in reader.decoding
             and not reader.is_decoded(name)
         ]
-        workers = workers or min(4, os.cpu_count() or 1)
+        workers = workers or decode_workers()
         total = sum(reader.zip.members[name].size for name in todo)
         self._pool = None
         if todo and workers > 1 and total >= (AHEAD_ABOVE if min_bytes is None else min_bytes):

@@ -11,7 +11,6 @@ its objects (start_verifying) and returns them only once every checksum has pass
 
 from __future__ import annotations
 
-import os
 from collections.abc import Collection, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -19,11 +18,20 @@ from ..errors import IntegrityError
 from .archive_reader import ArchiveReader
 from .crc import crc32, crc32_combine
 from .fresh_memory import populate
+from .member_verify import damaged_entries
 from .pieces import RUN_BYTES, Pieces, cuts
 from .source import LocalFileSource
+from .thread_pools import worker_count
 
 CHUNK = 16 << 20
 SERIAL_BELOW = 8 << 20  # less data than this is checked on the calling thread
+VERIFY_THREADS = 4  # chunks checked (or read, by Prefetch) at once, at most (one per usable core)
+
+
+def verify_workers() -> int:
+    """The threads start_verifying and Prefetch use by default: one per core this process may run
+    on, up to VERIFY_THREADS (1: everything is checked on the calling thread)."""
+    return worker_count(VERIFY_THREADS)
 
 
 def _crc_batch(views: list[memoryview]) -> list[int]:
@@ -89,7 +97,7 @@ def start_verifying(
         for start in range(0, info.size, CHUNK):
             chunks.append((i, reader.source.view(info.data_offset + start, min(CHUNK, info.size - start))))
     total = sum(v.nbytes for _, v in chunks)
-    workers = workers or min(4, os.cpu_count() or 1)
+    workers = workers or verify_workers()
     views = [v for _, v in chunks]
     if total < SERIAL_BELOW or workers == 1:
         pending = PendingVerification(reader, todo, chunks, _crc_batch(views))
@@ -112,7 +120,7 @@ def start_verifying(
 
 def _damage(reader: ArchiveReader, name: str) -> str:
     """What is damaged in a member that failed its checksum: the first bad entry, if entries say."""
-    damaged = reader.damaged_entries(name, reader.zip.view(name))
+    damaged = damaged_entries(reader, name, reader.zip.view(name))
     if damaged:
         return f"entry {damaged[0]!r} does not match its checksum (damaged file)"
     return "member bytes do not match the recorded checksum (damaged file)"
@@ -139,7 +147,7 @@ class Prefetch:
             and name not in skip
         ]
         total = sum(reader.zip.members[name].size for name in todo)
-        workers = workers or min(4, os.cpu_count() or 1)
+        workers = workers or verify_workers()
         self._pool = (
             ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zarchive-read")
             if total >= SERIAL_BELOW and workers > 1
@@ -191,7 +199,7 @@ class Prefetch:
             c = part.result() if isinstance(part, Future) else part
             crc = crc32_combine(crc, c, n) if i else c
         if self._verify and crc != self._reader.zip.members[name].crc:
-            damaged = self._reader.damaged_entries(name, buf)
+            damaged = damaged_entries(self._reader, name, buf)
             what = f"entry {damaged[0]!r} does not match its checksum" if damaged else "member bytes do not match"
             raise IntegrityError(f"{what} (damaged file)", member=name)
         self._reader.mark_checked([name])

@@ -33,6 +33,11 @@ def usable_cores() -> int:
     return _cores[1]
 
 
+def worker_count(limit: int) -> int:
+    """Threads for a job that uses at most `limit`: one per usable core, up to `limit` (at least 1)."""
+    return max(1, min(limit, usable_cores()))
+
+
 def shared_pool(name: str) -> ThreadPoolExecutor:
     """The pool for the job `name` (one worker per usable core), made in this process if need be."""
     pid = os.getpid()

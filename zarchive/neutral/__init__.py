@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .describe import neutral_form
 from .encode import FORM_NAME, canonical_json
+from .form import neutral_form
 
 
 def neutral_form_of(path: Any, **open_settings: Any) -> dict[str, Any]:

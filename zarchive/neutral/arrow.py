@@ -12,19 +12,15 @@ from __future__ import annotations
 
 import re
 import zoneinfo
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..errors import FormatError
 from ..handlers.arrow_checks import check_indices, check_offsets, check_validity, present_bits
 from ..nodes.arrow_types import BINARY_IDS, LIST_IDS, buffer_specs, check_type
-from .describe import child
 from .encode import D, sha256_hex
-
-if TYPE_CHECKING:
-    from .describe import Describer
-
+from .walker import Walker, child
 
 _TZ_OFFSET = re.compile(r"[+-][0-9]{2}:?[0-9]{2}")
 
@@ -67,13 +63,13 @@ def _field_form(f: dict[str, Any]) -> D:
     return {"name": f["name"], "type": type_form(f["type"]), "nullable": f["nullable"]}
 
 
-def _bits(w: Describer, node: Any, path: str, length: int) -> tuple[D, np.ndarray]:
+def _bits(w: Walker, node: Any, path: str, length: int) -> tuple[D, np.ndarray]:
     bitmap = np.ascontiguousarray(w.load(node, path), dtype=np.uint8)
     bits = present_bits(bitmap, length)
     return {"kind": "bits", "length": length, "sha256": sha256_hex(bits.view(np.uint8).tobytes()), "path": path}, bitmap
 
 
-def arrow_array(w: Describer, node: D, path: str) -> D:
+def arrow_array(w: Walker, node: D, path: str) -> D:
     try:
         tid = check_type(node.get("type"))
     except ValueError as e:

@@ -8,8 +8,9 @@ from typing import Any
 
 from ..engine.objpath import join_path
 from ..errors import FormatError
-from .describe import Describer, child
+from .describe import Describer
 from .encode import D
+from .walker import child
 
 DICT, LIST, VALUE, TENSOR = "dcp.dict", "dcp.list", "dcp.value", "torch.Tensor"
 

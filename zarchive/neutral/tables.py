@@ -8,17 +8,14 @@ same in every layout; numeric parts are array descriptions of their own.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..container.jsontext import decode_jsonl
 from ..errors import FormatError
 from .arrow import arrow_array
-from .describe import child, zone_fields
 from .encode import CANONICAL_NAN, D
-
-if TYPE_CHECKING:
-    from .describe import Describer
+from .fields import zone_fields
+from .walker import NodeDescriber, Walker, child
 
 _TEXT_LAYOUTS = frozenset({"strings", "utf8", "dict"})
 _MISSING = {
@@ -37,7 +34,7 @@ def _int(node: D, key: str, path: str) -> int:
 
 
 # --- pandas (pandas.md) ---
-def frame(w: Describer, node: D, path: str) -> D:
+def frame(w: Walker, node: D, path: str) -> D:
     keys = node.get("column_keys")
     data = node.get("data")
     if not (isinstance(keys, list) and all(isinstance(k, str) for k in keys) and isinstance(data, list)):
@@ -52,7 +49,7 @@ def frame(w: Describer, node: D, path: str) -> D:
     return out
 
 
-def series(w: Describer, node: D, path: str) -> D:
+def series(w: Walker, node: D, path: str) -> D:
     out: D = {"kind": "pandas.Series", "dtype": node.get("dtype"), "length": _int(node, "length", path)}
     out["name"] = w.value(node.get("name"), child(path, "(name)"))
     out["index"] = w.value(node.get("index"), child(path, "(index)"))
@@ -61,12 +58,12 @@ def series(w: Describer, node: D, path: str) -> D:
     return out
 
 
-def _flags(w: Describer, node: D, path: str, out: D) -> None:
+def _flags(w: Walker, node: D, path: str, out: D) -> None:
     out["attrs"] = w.value(node["attrs"], child(path, "(attrs)")) if "attrs" in node else None
     out["allows_duplicate_labels"] = node.get("allows_duplicate_labels") is not False
 
 
-def values(w: Describer, node: Any, path: str) -> D:
+def values(w: Walker, node: Any, path: str) -> D:
     """A values node (pandas.md section 1): a numpy array or a pandas.array node."""
     tag = node.get("$type") if isinstance(node, dict) else None
     if tag not in ("numpy.ndarray", "pandas.array"):
@@ -74,7 +71,7 @@ def values(w: Describer, node: Any, path: str) -> D:
     return w.value(node, path)
 
 
-def index(w: Describer, node: D, path: str) -> D:
+def index(w: Walker, node: D, path: str) -> D:
     kind = node.get("kind")
     out: D = {"kind": "pandas.Index", "index_kind": kind}
     if kind == "range":
@@ -100,7 +97,7 @@ def index(w: Describer, node: D, path: str) -> D:
     return out
 
 
-def array(w: Describer, node: D, path: str) -> D:
+def array(w: Walker, node: D, path: str) -> D:
     layout = node.get("layout")
     length = _int(node, "length", path)
     out: D = {"kind": "pandas.array", "dtype": node.get("dtype"), "length": length}
@@ -157,7 +154,7 @@ def _missing_value(node: D, path: str) -> D:
     raise FormatError("a text array needs 'na_value' or 'missing'", path=path)
 
 
-def pandas_text(w: Describer, node: D, path: str, length: int) -> list[str | None]:
+def pandas_text(w: Walker, node: D, path: str, length: int) -> list[str | None]:
     """The rows of a pandas text column, None where missing, in any of the three layouts."""
     layout = node.get("layout")
     if layout == "utf8":
@@ -189,7 +186,7 @@ def pandas_text(w: Describer, node: D, path: str, length: int) -> list[str | Non
     return [None if m else next(it) for m in masked]
 
 
-def _flags_of(w: Describer, node: Any, path: str, length: int, default: bool) -> list[bool]:
+def _flags_of(w: Walker, node: Any, path: str, length: int, default: bool) -> list[bool]:
     if node is None:
         return [default] * length
     flags = w.load(node, path)
@@ -198,7 +195,7 @@ def _flags_of(w: Describer, node: Any, path: str, length: int, default: bool) ->
     return [bool(x) for x in flags.tolist()]
 
 
-def utf8_rows(w: Describer, node: D, path: str, n: int, present: list[bool]) -> list[str | None]:
+def utf8_rows(w: Walker, node: D, path: str, n: int, present: list[bool]) -> list[str | None]:
     """Rows in Arrow's string layout (pandas.md 5.2): offsets and one UTF-8 data member."""
     offsets = w.load(node.get("offsets"), child(path, "offsets"))
     if offsets.ndim != 1 or offsets.dtype.kind != "i" or offsets.shape[0] != n + 1:
@@ -222,7 +219,7 @@ def utf8_rows(w: Describer, node: D, path: str, n: int, present: list[bool]) -> 
     return out
 
 
-def scalar(w: Describer, node: D, path: str) -> D:
+def scalar(w: Walker, node: D, path: str) -> D:
     kind = node.get("kind")
     if kind in ("NaT", "NA"):
         return {"kind": f"pandas.{kind}"}
@@ -243,7 +240,7 @@ def _decimal(text: Any, path: str) -> str:
 
 
 # --- polars (polars.md) ---
-def polars_frame(w: Describer, node: D, path: str) -> D:
+def polars_frame(w: Walker, node: D, path: str) -> D:
     keys, data = node.get("column_keys"), node.get("data")
     if not (isinstance(keys, list) and isinstance(data, list) and len(keys) == len(data)):
         raise FormatError("a polars DataFrame needs 'column_keys' and 'data' of one item per column", path=path)
@@ -252,7 +249,7 @@ def polars_frame(w: Describer, node: D, path: str) -> D:
     return out
 
 
-def polars_series(w: Describer, node: D, path: str) -> D:
+def polars_series(w: Walker, node: D, path: str) -> D:
     dtype = node.get("dtype")
     kind = dtype.get("kind") if isinstance(dtype, dict) else None
     length = _int(node, "length", path)
@@ -290,14 +287,14 @@ def polars_series(w: Describer, node: D, path: str) -> D:
     return out
 
 
-def _arrow_of(w: Describer, node: D, path: str, length: int) -> D:
+def _arrow_of(w: Walker, node: D, path: str, length: int) -> D:
     array = node.get("array")
     if not (isinstance(array, dict) and array.get("$type") == "arrow.array" and array.get("length") == length):
         raise FormatError(f"the 'arrow' layout needs an arrow.array node of {length} values", path=path)
     return w.value(array, child(path, "array"))
 
 
-TABLE_TYPES: dict[str, Callable[[Describer, D, str], D]] = {
+TABLE_TYPES: dict[str, NodeDescriber] = {
     "pandas.DataFrame": frame,
     "pandas.Series": series,
     "pandas.Index": index,

@@ -10,7 +10,6 @@ Immutable bytes (headers, encoded `.jsonl` text) are not copied.
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from collections.abc import Callable, Iterable
@@ -20,8 +19,9 @@ from typing import Any
 import numpy as np
 
 from ..container.archive_writer import MemberPlan, Part
+from ..container.thread_pools import worker_count
 
-__all__ = ["Lease", "StagingBuffer", "staging_buffer"]
+__all__ = ["Lease", "StagingBuffer", "copy_workers", "staging_buffer"]
 
 _ALIGN = 64  # every staged part starts on a 64-byte boundary (aligned copies)
 _GROW = 1 << 20  # the buffer grows in whole MiB
@@ -133,11 +133,17 @@ class StagingBuffer:
         return memoryview(dst)  # type: ignore[arg-type]  # numpy's stubs: no __buffer__ before 3.12
 
 
+def copy_workers() -> int:
+    """The threads a big capture copies on: one per core this process may run on, up to 8 (1: it
+    copies on the calling thread)."""
+    return worker_count(_MAX_COPY_THREADS)
+
+
 def _copy_all(copies: list[tuple[np.ndarray, np.ndarray]]) -> None:
     """Run the host copies, on several threads when there is much to copy (numpy copies without the
     GIL; one thread's memcpy does not reach the memory bandwidth of a big machine)."""
     total = sum(dst.nbytes for dst, _ in copies)
-    workers = min(_MAX_COPY_THREADS, os.cpu_count() or 1)
+    workers = copy_workers()
     if workers < 2 or total < _PARALLEL_FROM:
         for dst, src in copies:
             np.copyto(dst, src)

@@ -5,7 +5,7 @@
 `data.pkl`, or the safetensors / npy headers); the tree of values it describes is written as a
 manifest in zarchive's node vocabulary (see foreign.handlers), so browsing, `plan()`, `audit()`,
 `arc[path]`, `load()` and the command line work as on a .zarc, through the same two-phase read
-(lazy.PlannedArchive) and read policy. A tensor's bytes are read when it is loaded, and only its own.
+(planned_archive.PlannedArchive) and read policy. A tensor's bytes are read when it is loaded, and only its own.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 from ...container.budget import ReadBudget
 from ...container.source import ByteSource
 from ...engine.context import SaveContext
-from ...engine.lazy import PlannedArchive
 from ...engine.plan import ReadPolicy
+from ...engine.planned_archive import PlannedArchive
 from ...engine.registry import HandlerRegistry
 from ...engine.verify_result import VerifyResult
 from ...errors import FormatError, SaveError

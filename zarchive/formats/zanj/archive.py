@@ -2,7 +2,7 @@
 
 `zarchive.open("old.zanj")` returns one of these, so code (and the command line) that browses an
 archive works on ZANJ files too: `keys(path)`, `arc[path]`, `load()`, `summary(path)`, `audit()`,
-`plan()`, `verify()`. Reading goes through the same two phases as a .zarc (lazy.PlannedArchive): a
+`plan()`, `verify()`. Reading goes through the same two phases as a .zarc (planned_archive.PlannedArchive): a
 plan (every node checked, every class the file names found and checked against `trusted=`, limits
 applied), then construction, with ZANJ's node types as the handler set (zanj.registry). Opening
 reads the zip directory and ZANJ's two JSON members; `.npy` and `.jsonl` members are read when a
@@ -15,8 +15,8 @@ import dataclasses
 from typing import Any
 
 from ...container.source import ByteSource
-from ...engine.lazy import PlannedArchive
 from ...engine.plan import ReadPolicy
+from ...engine.planned_archive import PlannedArchive
 from ...engine.verify_result import VerifyResult
 from ...errors import FormatError, MemberNotFoundError
 from ...options import ErrorMode, Settings
