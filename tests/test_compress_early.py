@@ -47,7 +47,7 @@ def _members(path: Path) -> dict[str, bytes]:
 
 
 def test_early_and_late_compression_write_the_same_members(tmp_path: Path) -> None:
-    obj = {"table": _frame(), "log": ["line %d" % i for i in range(3000)], "blob": bytes(range(256)) * 400}
+    obj = {"table": _frame(), "log": [f"line {i}" for i in range(3000)], "blob": bytes(range(256)) * 400}
     zarchive.save(obj, tmp_path / "sync.zarc")
     zarchive.ZArchive().save_async(obj, tmp_path / "async.zarc").result()
     early, late = _members(tmp_path / "sync.zarc"), _members(tmp_path / "async.zarc")
