@@ -20,8 +20,9 @@ _EPILOG = """examples:
 A and B are anything zarchive opens: .zarc, .pt/.pth, .safetensors, .npz, .zanj, Hugging Face
 folders, DCP directories, a model store's version files. Tensors count as changed when
 max |a-b| > ATOL and ||a-b||/||a|| > RTOL (both 0 by default: any difference); added, removed,
-reshaped and retyped tensors, NaNs that differ, and changed non-tensor values always count;
-metadata (creation time, versions) never does.
+reshaped and retyped tensors, NaNs that differ, changed non-tensor values and a table's changed
+row index, column labels (or their order) or dtypes always count; metadata (creation time,
+versions) never does.
 exit status: 0 nothing changed beyond the tolerance, 1 something changed, 2 an input is unreadable"""
 
 
@@ -31,7 +32,8 @@ def register(subs: argparse._SubParsersAction) -> None:
         "diff",
         help="what changed between two archives or checkpoints: tensors, config values, metadata",
         description="Compare two archives or checkpoints: tensors added, removed, reshaped or changed "
-        "(relative change, max abs difference), other values and metadata side by side.",
+        "(relative change, max abs difference), other values, tables' row indexes and column labels, "
+        "and metadata side by side.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -92,6 +94,7 @@ def cmd_diff(args: Any) -> int:
             out["tensors"] = [t.to_json() for t in d.changed_tensors()]
             out["values"] = [v.to_json() for v in d.values if v.changed()]
             out["metadata"] = [m.to_json() for m in d.metadata if not m.same]
+            out["tables"] = [t.to_json() for t in d.tables if t.changed()]
         print(json.dumps(out, indent=2, ensure_ascii=False, allow_nan=False))
     else:
         print(d.render(only_changed=args.only_changed))

@@ -57,6 +57,11 @@ def diff_body(d: dict[str, Any], links: Links) -> str:
         f"<tr><td>/{e(v['path'])}</td><td>{e(v['status'])}</td><td>{e(_cell(v['a']))}</td><td>{e(_cell(v['b']))}</td></tr>"
         for v in d["values"] if v["status"] != "same"
     )  # fmt: skip
+    tables = "".join(
+        f"<tr><td>/{e(t['path'])}</td><td>{e(t['part'])}</td><td>{e(t['status'])}</td><td>{e(_cell(t['a']))}</td>"
+        f"<td>{e(_cell(t['b']))}</td><td>{e(t['detail'])}</td></tr>"
+        for t in d.get("tables", ()) if t["status"] != "same"
+    )  # fmt: skip
     meta = "".join(
         f"<tr><td>{e(m['key'])}</td><td>{e(_cell(m['a']))}</td><td>{e(_cell(m['b']))}</td><td>{'' if m['same'] else 'differs'}</td></tr>"
         for m in d["metadata"]
@@ -67,6 +72,8 @@ def diff_body(d: dict[str, Any], links: Links) -> str:
         + '<section id="diff-tensors"><h2>Tensors</h2><table><tr><th>path</th><th>status</th><th>shape a</th>'
         + f"<th>shape b</th><th>dtype a</th><th>dtype b</th><th>relative change</th><th>max |a-b|</th></tr>{rows}</table></section>"
         + f'<section id="diff-values"><h2>Other values that changed</h2><table><tr><th>path</th><th>status</th><th>a</th><th>b</th></tr>{values}</table></section>'
+        + '<section id="diff-tables"><h2>Tables: row index, column labels, dtypes that changed</h2><table><tr><th>path</th>'
+        + f"<th>part</th><th>status</th><th>a</th><th>b</th><th>difference</th></tr>{tables}</table></section>"
         + f'<section id="diff-meta"><h2>Metadata</h2><table><tr><th>key</th><th>a</th><th>b</th><th></th></tr>{meta}</table></section>'
     )  # fmt: skip
 
