@@ -178,7 +178,7 @@ def test_to_json_keys_are_stable(two_checkpoints: Any) -> None:
     assert out["version"] == 1 and out["changed"] is True
     assert list(out["tensors"][0]) == [
         "path", "status", "shape_a", "shape_b", "dtype_a", "dtype_b", "relative_change", "max_abs_diff",
-        "differing", "nonfinite_mismatch", "norm_a", "norm_b", "nan_a", "nan_b", "compared",
+        "differing", "nonfinite_mismatch", "norm_a", "norm_b", "nan_a", "nan_b", "compared", "changed",
     ]  # fmt: skip
     assert list(out["values"][0]) == ["path", "status", "a", "b"]
     assert list(out["metadata"][0]) == ["key", "a", "b", "same"]

@@ -87,8 +87,8 @@ class ArchiveDiff:
         "version" (1), "a", "b" (inputs), "rtol", "atol", "changed" (bool, at rtol/atol),
         "counts" ({status: tensors}), "tensors" (a list of TensorChange.to_json(): path, status,
         shape_a, shape_b, dtype_a, dtype_b, relative_change, max_abs_diff, differing,
-        nonfinite_mismatch, norm_a, norm_b, nan_a, nan_b, compared; a number that is infinite is
-        null), "values" (path, status, a, b), "metadata" (key, a, b, same) and "tables" (a list of
+        nonfinite_mismatch, norm_a, norm_b, nan_a, nan_b, compared, and "changed": whether it counts
+        as changed at rtol/atol; a number that is infinite is null), "values" (path, status, a, b), "metadata" (key, a, b, same) and "tables" (a list of
         TableChange.to_json(): path, part ("index", "columns", "dtypes"), status ("changed", "same"),
         a, b, detail)."""
         return {
@@ -99,7 +99,7 @@ class ArchiveDiff:
             "atol": self.atol,
             "changed": self.changed(),
             "counts": self.counts(),
-            "tensors": [t.to_json() for t in self.tensors],
+            "tensors": [{**t.to_json(), "changed": t.changed(self.rtol, self.atol)} for t in self.tensors],
             "values": [v.to_json() for v in self.values],
             "metadata": [m.to_json() for m in self.metadata],
             "tables": [t.to_json() for t in self.tables],
