@@ -267,3 +267,58 @@ def test_range_of_10_18_rows_is_not_walked(tmp_path: Path) -> None:
         pd.DataFrame(index=pd.RangeIndex(10**18, name="b")),
     )
     assert _part(d, "index").detail == 'names ["a"] -> ["b"]'
+
+
+# --- malformed indexes: refused with a ZArchiveError, in a child under an address-space limit ---
+MALFORMED = {
+    "range_of_10_40": {"kind": "range", "start": 10**40, "stop": 10**41, "step": 1, "name": None},
+    "range_step_0": {"kind": "range", "start": 0, "stop": 4, "step": 0, "name": None},
+    "range_of_text": {"kind": "range", "start": "a", "stop": 4, "step": 1, "name": None},
+    "length_lie": {"length": 10**12},
+    "unknown_kind": {"kind": "zzz"},
+    "unknown_class": {"class": "os.system"},
+    "multi_without_levels": {"kind": "multi", "length": 4, "names": [None], "levels": [], "codes": []},
+}
+CHILD = """
+import json, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (4_000_000_000, 4_000_000_000))
+sys.path[:0] = [{root!r}]
+import zarchive
+from zarchive.inspection.diff import diff_archives
+out = {{}}
+for name in {names!r}:
+    try:
+        d = diff_archives({ok!r}, f"{{{folder!r}}}/{{name}}.zarc")
+        out[name] = ["compared", [t.detail for t in d.tables if t.part == "index"]]
+    except zarchive.ZArchiveError as e:
+        out[name] = ["refused", type(e).__name__, str(e)]
+    except Exception as e:
+        out[name] = ["raw", type(e).__name__, str(e)]
+print(json.dumps(out))
+"""
+
+
+def test_malformed_indexes_are_refused(tmp_path: Path) -> None:
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from rewrite import rewrite
+
+    ok = tmp_path / "ok.zarc"
+    zarchive.save({"t": pd.DataFrame({"x": np.arange(4.0)}, index=pd.Index([10, 11, 12, 13]))}, ok, compress=False)
+    for name, fields in MALFORMED.items():
+
+        def edit(manifest: dict[str, Any], fields: dict[str, Any] = fields) -> None:
+            index = manifest["root"]["t"]["index"]
+            if fields.get("kind") in ("range", "multi"):
+                index.clear()
+                index["$type"] = "pandas.Index"
+            index.update(fields)
+
+        rewrite(ok, tmp_path / f"{name}.zarc", manifest_edit=edit)
+    code = CHILD.format(root=str(ROOT), names=list(MALFORMED), ok=str(ok), folder=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout)
+    for name, reply in out.items():
+        assert reply[0] == "refused" and reply[1] == "FormatError" and "/t" in reply[2], (name, reply)

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import FormatError
 from .diff_side import Side
 
 TABLE_TYPES = ("pandas.DataFrame", "pandas.Series", "polars.DataFrame")
@@ -95,6 +96,10 @@ def _load_index(side: Side, path: str, node: dict[str, Any]) -> Any:
     if side.arc.audit(path):
         return None
     index = side.arc.load_node(node, path)
+    try:
+        len(index)  # a RangeIndex of more labels than an index can hold is read lazily, never sized
+    except (OverflowError, TypeError) as e:
+        raise FormatError(f"malformed index of a table: {type(e).__name__}: {e}", path=path) from None
     side.charge(int(index.memory_usage(deep=False)), "comparing the tables' indexes", path)
     return index
 
