@@ -172,14 +172,17 @@ def test_numpy_arrays_and_tables(tmp_path: Path) -> None:
 def test_to_json_keys_are_stable(two_checkpoints: Any) -> None:
     a, b, _, _ = two_checkpoints
     out = json.loads(json.dumps(diff_archives(a, b).to_json(), allow_nan=False))
-    assert list(out) == ["version", "a", "b", "rtol", "atol", "changed", "counts", "tensors", "values", "metadata"]
+    assert list(out) == [
+        "version", "a", "b", "rtol", "atol", "changed", "counts", "tensors", "values", "metadata", "tables",
+    ]  # fmt: skip
     assert out["version"] == 1 and out["changed"] is True
     assert list(out["tensors"][0]) == [
         "path", "status", "shape_a", "shape_b", "dtype_a", "dtype_b", "relative_change", "max_abs_diff",
-        "differing", "nonfinite_mismatch", "norm_a", "norm_b", "nan_a", "nan_b", "compared",
+        "differing", "nonfinite_mismatch", "norm_a", "norm_b", "nan_a", "nan_b", "compared", "changed",
     ]  # fmt: skip
     assert list(out["values"][0]) == ["path", "status", "a", "b"]
     assert list(out["metadata"][0]) == ["key", "a", "b", "same"]
+    assert list(out["tables"][0]) == ["path", "part", "status", "a", "b", "detail"]  # the metrics table
     keys = {m["key"] for m in out["metadata"]}
     assert {"format", "format_version", "compression.codec", "environment.python"} <= keys
 

@@ -5,7 +5,8 @@ Kinds (tests/hostile/kinds.py): .zarc, torch .pt, .safetensors, .npy, .npz, .zan
 directory, a model store folder, a .zarc with exports. Entry points (tests/hostile/cells.py):
 `zarchive.read`, `zarchive.open` + fetch of every leaf, `audit`, `verify`, the weights hash, the
 diff of a file with itself, and the commands `ls`, `show`, `cat`, `hash`, `verify`, `audit`,
-`convert`, `extract`, `neutral`, `diff`, `view --html`, `store ls`/`show` where they apply. Each cell runs in a child forked by tests/hostile/worker.py with its address space
+`convert`, `extract`, `neutral`, `diff`, `view --html`, `store ls`/`show` where they apply, and `convert`
+of a DCP checkpoint from a URL (the directory copied into fsspec's memory filesystem: `cli_convert_remote`). Each cell runs in a child forked by tests/hostile/worker.py with its address space
 capped at MEM_MB over what it starts with, and killed after its time limit.
 
 (a) the valid base of each kind works through every entry point;

@@ -14,7 +14,7 @@ import pandas as pd
 import torch
 
 import zarchive
-from zarchive.viewer.diffpage import diff_body, diff_data
+from zarchive.viewer.diffpage import diff_body, with_tolerance
 from zarchive.viewer.routes import Routes
 from zarchive.viewer.server import ViewerServer
 from zarchive.viewer.sources import Sources
@@ -55,9 +55,12 @@ def run_archive(path: Path, seed: int = 0, scale: float = 0.0) -> Path:
 
 
 @contextlib.contextmanager
-def serving(*paths: Path | str, token: str | None = None) -> Iterator[tuple[ViewerServer, Routes]]:
+def serving(
+    *paths: Path | str, token: str | None = None, rtol: float = 0.0, atol: float = 0.0
+) -> Iterator[tuple[ViewerServer, Routes]]:
+    """A viewer of `paths` in a thread (its diff page at rtol/atol, as `zarchive view --rtol/--atol`)."""
     sources = Sources([str(p) for p in paths])
-    routes = Routes(sources, token, diff=diff_data, diff_page=diff_body)
+    routes = Routes(sources, token, diff=with_tolerance(rtol, atol), diff_page=diff_body)
     server = ViewerServer(routes)
     server.start_in_thread()
     try:

@@ -47,6 +47,9 @@ ENTRIES: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 for _kind in ("zarc", "exports", "dcp"):  # the class-free neutral form (spec/neutral.md) describes these
     ENTRIES[_kind] += ("cli_neutral",)
+# `zarchive convert URL out.zarc` of a checkpoint on a store: the directory copied into fsspec's memory
+# filesystem (of the child only) and converted from its memory:// URL
+ENTRIES["dcp"] += ("cli_convert_remote",)
 ENTRIES["store"] = ("store_versions", "store_load", "cli_store_ls", "cli_store_show")
 SMALL_BUDGET = 100_000_000  # read_small_budget: max_read_bytes
 SMALL_CONVERT = 100_000  # cli_convert_small: --max-bytes
@@ -149,6 +152,8 @@ def _api(entry: str, path: str) -> Any:
 def argv(entry: str, path: str, leaf: str, tmp: str) -> list[str]:
     """The command line of a CLI entry point (without the program name)."""
     out = os.path.join(tmp, "out")
+    if entry == "cli_convert_remote":
+        return ["convert", "-f", to_memory(path), out + ".zarc"]
     return {
         "cli_ls": ["ls", path],
         "cli_show": ["show", path],
@@ -165,6 +170,25 @@ def argv(entry: str, path: str, leaf: str, tmp: str) -> list[str]:
         "cli_store_show": ["store", "show", path, "latest"],
         "cli_neutral": ["neutral", path],
     }[entry]
+
+
+def to_memory(path: str) -> str:
+    """A local checkpoint directory's regular files copied into fsspec's memory filesystem (of this
+    process): the folder's memory:// URL, ending in the directory's own name."""
+    import stat
+    import uuid
+
+    import fsspec
+
+    mem = fsspec.filesystem("memory")
+    root = f"/matrix-{uuid.uuid4().hex}/{os.path.basename(path.rstrip('/'))}"
+    mem.mkdir(root)
+    for name in sorted(os.listdir(path)):
+        full = os.path.join(path, name)
+        if stat.S_ISREG(os.lstat(full).st_mode):
+            with open(full, "rb") as f:
+                mem.pipe_file(f"{root}/{name}", f.read())
+    return f"memory://{root}"
 
 
 def _cli(args: list[str], tmp: str) -> dict[str, Any]:

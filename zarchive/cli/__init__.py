@@ -67,6 +67,9 @@ Compressed members (NAME.zst) are written decompressed, as NAME; nothing is writ
   zarchive convert run.zarc model.safetensors --select model/state_dict    exactly the state dict's keys
   zarchive convert run.zarc model.pt --select model/state_dict             a torch.save state dict
   zarchive convert run.zarc model.safetensors --max-shard-size 5GB         shards + model.safetensors.index.json
+  zarchive convert ckpt_dir/ ckpt.zarc                 a sharded checkpoint (zarchive.dcp) into one archive
+  zarchive convert s3://bucket/ckpt ckpt.zarc --storage-option endpoint_url=http://127.0.0.1:9000
+                                                       ... one on a store (any fsspec URL; AWS_* variables work too)
 The direction comes from the file extensions.""",
 }
 
@@ -140,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=files.cmd_extract)
 
     p = _sub(subs, "convert", "convert between .zarc and .zanj/.safetensors/.pt/.pth")
-    p.add_argument("src", help="the file to convert")
+    p.add_argument("src", help="the file to convert (or a sharded checkpoint's directory or folder URL)")
     p.add_argument("dst", help="the file to write")
     p.add_argument("--compress", default=None, metavar="HOW",
                    help="for .zarc outputs: none, zstd (default), zstd:LEVEL or a LEVEL number")  # fmt: skip
@@ -157,6 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-f", "--force", action="store_true", help="overwrite DST if it exists")
     p.add_argument("--max-bytes", type=_positive, default=None, metavar="N",
                    help="refuse to write more than N bytes of tensors (default: 1 GiB + 16 x SRC's size)")  # fmt: skip
+    p.add_argument("--storage-option", dest="storage_options", action="append", metavar="KEY=VALUE",
+                   help="for a folder URL (s3://, gs://, memory://...): an option of its fsspec filesystem, "
+                   "VALUE as JSON where it is (endpoint_url=http://..., anon=true); repeatable")  # fmt: skip
     p.set_defaults(func=files.cmd_convert)
     store.register(subs)
     weights.register(subs)

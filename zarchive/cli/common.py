@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import math
 import os
 import sys
@@ -39,6 +40,24 @@ def check_file(path: str, *, remote_ok: bool = True) -> None:
     # says what it looked for in one that is neither
     if not os.access(path, os.R_OK):
         raise CliError(f"{path}: permission denied")
+
+
+def parse_storage_options(items: list[str] | None) -> dict[str, Any]:
+    """--storage-option KEY=VALUE (repeatable) as fsspec's storage_options: VALUE read as JSON where it
+    is JSON (true, 3, null, {"region_name": "eu-west-1"}), else as text (http://127.0.0.1:9000)."""
+    options: dict[str, Any] = {}
+    for item in items or ():
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise CliError(f"--storage-option {item!r}: expected KEY=VALUE, a KEY such as endpoint_url")
+        if key in options:
+            raise CliError(f"--storage-option {key} is given twice")
+        try:
+            options[key] = json.loads(text)
+        except ValueError:
+            options[key] = text
+    return options
 
 
 def open_archive(path: str, **settings: Any) -> Any:

@@ -20,8 +20,9 @@ _EPILOG = """examples:
 A and B are anything zarchive opens: .zarc, .pt/.pth, .safetensors, .npz, .zanj, Hugging Face
 folders, DCP directories, a model store's version files. Tensors count as changed when
 max |a-b| > ATOL and ||a-b||/||a|| > RTOL (both 0 by default: any difference); added, removed,
-reshaped and retyped tensors, NaNs that differ, and changed non-tensor values always count;
-metadata (creation time, versions) never does.
+reshaped and retyped tensors, NaNs that differ, changed non-tensor values and a table's changed
+row index, column labels (or their order) or dtypes always count; metadata (creation time,
+versions) never does.
 exit status: 0 nothing changed beyond the tolerance, 1 something changed, 2 an input is unreadable"""
 
 
@@ -31,21 +32,27 @@ def register(subs: argparse._SubParsersAction) -> None:
         "diff",
         help="what changed between two archives or checkpoints: tensors, config values, metadata",
         description="Compare two archives or checkpoints: tensors added, removed, reshaped or changed "
-        "(relative change, max abs difference), other values and metadata side by side.",
+        "(relative change, max abs difference), other values, tables' row indexes and column labels, "
+        "and metadata side by side.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("a", help="the first archive (the reference: relative change is ||a-b||/||a||)")
     p.add_argument("b", help="the second archive")
-    p.add_argument("--rtol", type=_tolerance, default=0.0, metavar="R",
-                   help="relative tolerance: ||a-b||/||a|| up to R is unchanged (default 0)")  # fmt: skip
-    p.add_argument("--atol", type=_tolerance, default=0.0, metavar="A",
-                   help="absolute tolerance: max |a-b| up to A is unchanged (default 0)")  # fmt: skip
+    add_tolerance(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--only-changed", action="store_true", help="list only what changed (beyond the tolerance)")
     p.add_argument("--no-checksums", dest="checksums", action="store_false",
                    help="read and compare every tensor, also those whose stored bytes have equal CRC-32s")  # fmt: skip
     p.set_defaults(func=cmd_diff)
+
+
+def add_tolerance(p: argparse.ArgumentParser, what: str = "") -> None:
+    """--rtol and --atol, as `zarchive diff` takes them (`zarchive view` takes the same)."""
+    p.add_argument("--rtol", type=_tolerance, default=0.0, metavar="R",
+                   help=f"relative tolerance: ||a-b||/||a|| up to R is unchanged (default 0){what}")  # fmt: skip
+    p.add_argument("--atol", type=_tolerance, default=0.0, metavar="A",
+                   help=f"absolute tolerance: max |a-b| up to A is unchanged (default 0){what}")  # fmt: skip
 
 
 def _tolerance(text: str) -> float:
@@ -89,13 +96,14 @@ def cmd_diff(args: Any) -> int:
     if args.json:
         out = d.to_json()
         if args.only_changed:
-            out["tensors"] = [t.to_json() for t in d.changed_tensors()]
+            out["tensors"] = [t for t in out["tensors"] if t["changed"]]
             out["values"] = [v.to_json() for v in d.values if v.changed()]
             out["metadata"] = [m.to_json() for m in d.metadata if not m.same]
+            out["tables"] = [t.to_json() for t in d.tables if t.changed()]
         print(json.dumps(out, indent=2, ensure_ascii=False, allow_nan=False))
     else:
         print(d.render(only_changed=args.only_changed))
     return EXIT_FAILED if d.changed() else EXIT_OK
 
 
-__all__ = ["cmd_diff", "register"]
+__all__ = ["add_tolerance", "cmd_diff", "register"]

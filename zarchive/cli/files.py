@@ -200,12 +200,16 @@ def parse_compress_option(text: str | None) -> Any:
 
 
 def cmd_convert(args: Any) -> int:
+    from ..container.remote import is_url
     from ..formats.convert_in import conversion_kind, convert, is_hf_folder
 
-    if os.path.isdir(args.src) and not is_hf_folder(args.src):  # a sharded checkpoint directory (zarchive.dcp)
+    # a sharded checkpoint (zarchive.dcp): a local directory, or a folder URL (the only remote source)
+    if is_url(args.src) or (os.path.isdir(args.src) and not is_hf_folder(args.src)):
         from .sharded import cmd_convert_sharded
 
         return cmd_convert_sharded(args, parse_compress_option(args.compress))
+    if getattr(args, "storage_options", None):
+        raise CliError("--storage-option applies to a URL source (a sharded checkpoint on a store) only")
     try:
         kind = conversion_kind(args.src, args.dst)
     except ValueError as e:

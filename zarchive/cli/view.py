@@ -9,11 +9,13 @@ from typing import Any
 
 from ..errors import ZArchiveError
 from .common import EXIT_OK, CliError, check_file
+from .diff import add_tolerance
 
 _EPILOG = """examples:
   zarchive view run.zarc                    open the viewer in the browser (Ctrl-C stops it)
   zarchive view --no-browser ckpt.pt        print the URL instead
   zarchive view a.zarc b.zarc               two checkpoints, and what changed between them
+  zarchive view --rtol 1e-3 a.zarc b.zarc   ... tensors within ||a-b||/||a|| <= 1e-3 count as unchanged
   zarchive view models/@1.2.0               a model store's version (models/ alone: the latest)
   zarchive view --html report.html run.zarc one self-contained page, for a report or a pull request
 The viewer listens on 127.0.0.1 only; its URL carries a random token every request must present."""
@@ -31,6 +33,7 @@ def register(subs: argparse._SubParsersAction) -> None:
     p.add_argument("--no-browser", action="store_true", help="print the URL; do not open a browser")
     p.add_argument("--port", type=int, default=0, help="the port to listen on (default: any free one)")
     p.add_argument("--no-verify", action="store_true", help="--html: do not check checksums")
+    add_tolerance(p, "; the diff of two files, as zarchive diff takes it")
     p.add_argument("--max-read-bytes", type=int, default=None, metavar="N",
                    help="each read's budget (default: 1 GiB + 16 x the file's size)")  # fmt: skip
     p.set_defaults(func=cmd_view)
@@ -53,12 +56,12 @@ def _check(path: str) -> None:
         raise CliError(f"{path}: no such file or folder") from None
 
 
-def _diff_hooks() -> tuple[Any, Any]:
+def _diff_hooks(rtol: float, atol: float) -> tuple[Any, Any]:
     try:
-        from ..viewer.diffpage import diff_body, diff_data
+        from ..viewer.diffpage import diff_body, with_tolerance
     except ImportError:  # the diff engine is not in this build
         return None, None
-    return diff_data, diff_body
+    return with_tolerance(rtol, atol), diff_body
 
 
 def cmd_view(args: Any) -> int:
@@ -73,7 +76,7 @@ def cmd_view(args: Any) -> int:
     try:
         for s in sources.items:
             s.open()  # errors now, as one line, rather than in the browser
-        diff, diff_page = _diff_hooks()
+        diff, diff_page = _diff_hooks(args.rtol, args.atol)
         if args.html:
             text = static.render(sources, verify=not args.no_verify, diff=diff, diff_page=diff_page)
             static.write(args.html, text)

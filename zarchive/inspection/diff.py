@@ -12,6 +12,10 @@ trees are walked side by side by object path:
 - every other value (configs, hyperparameters, scalars, strings, lists of plain values, tables'
   non-numeric columns) gives a `ValueChange` (path, status, a, b), compared by its manifest node:
   nothing is constructed, so no class the files name is imported or built;
+- every table on both sides (a pandas DataFrame or Series, a polars DataFrame) gives `TableChange`s
+  for its row index (labels compared exactly, in order, in pieces; see diff_tables), its column
+  labels (names and order) and its columns' dtypes: a frame whose index moved is a change even
+  where every column's values are equal;
 - the metadata (format and its version, library, environment, compression) side by side.
 
 Reads are lazy and bounded: tensors are fetched one pair at a time (mapped from the files where the
@@ -34,100 +38,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..engine.browse import OpenedArchive
-from .diff_walk import Side, TensorRecord, ValueRecord, walk
+from .diff_records import TENSOR_STATUSES, MetaEntry, TableChange, TensorChange, ValueChange
+from .diff_text import render as render_text
+from .diff_walk import Side, TableRecord, TensorRecord, ValueRecord, walk
 
-TENSOR_STATUSES = ("added", "removed", "reshaped", "dtype", "changed", "same")
-VALUE_STATUSES = ("added", "removed", "changed", "same")
 JSON_VERSION = 1
-
-
-@dataclass(frozen=True)
-class TensorChange:
-    """One tensor (or numpy array) path. shape/dtype of a side are None where it lacks the tensor.
-    The numbers are None where values were not compared (added, removed, reshaped, equal stored
-    bytes, or values compared by equality only: strings, datetimes)."""
-
-    path: str
-    status: str  # one of TENSOR_STATUSES
-    shape_a: tuple[int, ...] | None
-    shape_b: tuple[int, ...] | None
-    dtype_a: str | None
-    dtype_b: str | None
-    relative_change: float | None = None  # ||a-b|| / ||a|| (||a|| == 0: 0.0 if ||b|| == 0 else 1.0)
-    max_abs_diff: float | None = None  # max |a-b| over positions finite on both sides
-    differing: int | None = None  # elements not equal (NaN == NaN)
-    nonfinite_mismatch: int | None = None  # of those, where a side is NaN or infinite: always a change
-    norm_a: float | None = None
-    norm_b: float | None = None
-    nan_a: int | None = None
-    nan_b: int | None = None
-    compared: str = "values"  # "values" (read and compared), "checksum" (equal stored bytes), "none"
-
-    def changed(self, rtol: float = 0.0, atol: float = 0.0) -> bool:
-        """Whether this tensor changed beyond the tolerance. Added, removed, reshaped and dtype
-        changes always count, as do NaN/infinity mismatches; otherwise values count as changed when
-        max |a-b| > atol and ||a-b||/||a|| > rtol (within either tolerance is unchanged; both 0:
-        any differing element counts)."""
-        if self.status in ("added", "removed", "reshaped", "dtype"):
-            return True
-        if self.status == "same":
-            return False
-        if self.nonfinite_mismatch or self.max_abs_diff is None or self.relative_change is None:
-            return True
-        return self.max_abs_diff > atol and self.relative_change > rtol
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "status": self.status,
-            "shape_a": list(self.shape_a) if self.shape_a is not None else None,
-            "shape_b": list(self.shape_b) if self.shape_b is not None else None,
-            "dtype_a": self.dtype_a,
-            "dtype_b": self.dtype_b,
-            "relative_change": _finite(self.relative_change),
-            "max_abs_diff": _finite(self.max_abs_diff),
-            "differing": self.differing,
-            "nonfinite_mismatch": self.nonfinite_mismatch,
-            "norm_a": _finite(self.norm_a),
-            "norm_b": _finite(self.norm_b),
-            "nan_a": self.nan_a,
-            "nan_b": self.nan_b,
-            "compared": self.compared,
-        }
-
-
-@dataclass(frozen=True)
-class ValueChange:
-    """A value that is not a tensor. a, b: plain JSON values as they are, a list of plain values as
-    a list, any other value as its one-line description (e.g. "DataFrame 2 rows x 2 columns ...");
-    None on the side that lacks it."""
-
-    path: str
-    status: str  # one of VALUE_STATUSES
-    a: Any
-    b: Any
-
-    def changed(self) -> bool:
-        return self.status != "same"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "status": self.status, "a": _json_safe(self.a), "b": _json_safe(self.b)}
-
-
-@dataclass(frozen=True)
-class MetaEntry:
-    """One metadata field side by side ("format", "format_version", "environment.python", ...)."""
-
-    key: str
-    a: Any
-    b: Any
-
-    @property
-    def same(self) -> bool:
-        return self.a == self.b
-
-    def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "a": _json_safe(self.a), "b": _json_safe(self.b), "same": self.same}
 
 
 @dataclass(frozen=True)
@@ -142,13 +57,18 @@ class ArchiveDiff:
     metadata: tuple[MetaEntry, ...]
     rtol: float = 0.0
     atol: float = 0.0
+    tables: tuple[TableChange, ...] = ()  # each table's row index, column labels and dtypes
 
     def changed(self, rtol: float | None = None, atol: float | None = None) -> bool:
         """True when any tensor changed beyond the tolerance (default: the diff's own rtol/atol; see
-        TensorChange.changed) or any value differs."""
+        TensorChange.changed), any value differs, or any table's index, column labels or dtypes do."""
         rtol = self.rtol if rtol is None else rtol
         atol = self.atol if atol is None else atol
-        return any(t.changed(rtol, atol) for t in self.tensors) or any(v.changed() for v in self.values)
+        return (
+            any(t.changed(rtol, atol) for t in self.tensors)
+            or any(v.changed() for v in self.values)
+            or any(t.changed() for t in self.tables)
+        )
 
     def changed_tensors(self, rtol: float | None = None, atol: float | None = None) -> tuple[TensorChange, ...]:
         rtol = self.rtol if rtol is None else rtol
@@ -167,8 +87,10 @@ class ArchiveDiff:
         "version" (1), "a", "b" (inputs), "rtol", "atol", "changed" (bool, at rtol/atol),
         "counts" ({status: tensors}), "tensors" (a list of TensorChange.to_json(): path, status,
         shape_a, shape_b, dtype_a, dtype_b, relative_change, max_abs_diff, differing,
-        nonfinite_mismatch, norm_a, norm_b, nan_a, nan_b, compared; a number that is infinite is
-        null), "values" (path, status, a, b) and "metadata" (key, a, b, same)."""
+        nonfinite_mismatch, norm_a, norm_b, nan_a, nan_b, compared, and "changed": whether it counts
+        as changed at rtol/atol; a number that is infinite is null), "values" (path, status, a, b), "metadata" (key, a, b, same) and "tables" (a list of
+        TableChange.to_json(): path, part ("index", "columns", "dtypes"), status ("changed", "same"),
+        a, b, detail)."""
         return {
             "version": JSON_VERSION,
             "a": self.a,
@@ -177,16 +99,15 @@ class ArchiveDiff:
             "atol": self.atol,
             "changed": self.changed(),
             "counts": self.counts(),
-            "tensors": [t.to_json() for t in self.tensors],
+            "tensors": [{**t.to_json(), "changed": t.changed(self.rtol, self.atol)} for t in self.tensors],
             "values": [v.to_json() for v in self.values],
             "metadata": [m.to_json() for m in self.metadata],
+            "tables": [t.to_json() for t in self.tables],
         }
 
     def render(self, *, only_changed: bool = False) -> str:
-        """The diff as text for a terminal (zarchive diff): tensors, then values, then metadata."""
-        from .diff_text import render
-
-        return render(self, only_changed=only_changed)
+        """The diff as text for a terminal (zarchive diff): tensors, values, tables, then metadata."""
+        return render_text(self, only_changed=only_changed)
 
     def __str__(self) -> str:
         return self.render()
@@ -217,14 +138,17 @@ def diff_archives(
         sa, sb = Side(arcs[0]), Side(arcs[1])
         tensors: list[TensorChange] = []
         values: list[ValueChange] = []
+        tables: list[TableChange] = []
         for record in walk(sa, sb, checksums=checksums):
             if isinstance(record, TensorRecord):
                 tensors.append(_tensor_change(record))
             elif isinstance(record, ValueRecord):
                 values.append(ValueChange(record.path, record.status, record.a, record.b))
+            elif isinstance(record, TableRecord):
+                tables.append(TableChange(record.path, record.part, record.status, record.a, record.b, record.detail))
         metadata = tuple(_metadata(arcs[0], arcs[1]))
     la, lb = labels if labels is not None else (_label(a), _label(b))
-    return ArchiveDiff(la, lb, tuple(tensors), tuple(values), metadata, float(rtol), float(atol))
+    return ArchiveDiff(la, lb, tuple(tensors), tuple(values), metadata, float(rtol), float(atol), tuple(tables))
 
 
 def _opened(x: Any, stack: ExitStack, *, mmap: bool, max_read_bytes: int | None) -> OpenedArchive:
@@ -296,17 +220,4 @@ def _scalar(value: Any) -> bool:
     return isinstance(value, (str, int, float, bool)) and not (isinstance(value, float) and not math.isfinite(value))
 
 
-def _finite(x: float | None) -> float | None:
-    return x if x is None or math.isfinite(x) else None
-
-
-def _json_safe(x: Any) -> Any:
-    """Plain JSON values as they are (a non-finite float as its text: JSON has none)."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return str(x)
-    if isinstance(x, list):
-        return [_json_safe(v) for v in x]
-    return x
-
-
-__all__ = ["ArchiveDiff", "MetaEntry", "TensorChange", "ValueChange", "diff_archives"]
+__all__ = ["ArchiveDiff", "MetaEntry", "TableChange", "TensorChange", "ValueChange", "diff_archives"]

@@ -1,19 +1,45 @@
 """An ArchiveDiff as text for a terminal: a table of tensors (path, status, shapes, dtypes, relative
-change, max |a-b|), then the values that are not tensors, then the metadata that differs."""
+change, max |a-b|), then the values that are not tensors, then the tables' row indexes, column
+labels and dtypes, then the metadata that differs.
+
+It knows the diff by its records (diff_records) and the shape of the diff (DiffLike), so the diff
+module imports this one and not the other way round."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .diff import ArchiveDiff, TensorChange
+from .diff_records import MetaEntry, TableChange, TensorChange, ValueChange
 
 MAX_VALUE_TEXT = 80  # characters of a value shown; longer ones end in "..."
 
 
-def render(diff: ArchiveDiff, *, only_changed: bool = False) -> str:
+class DiffLike(Protocol):
+    """What rendering needs of a diff (zarchive.inspection.diff.ArchiveDiff)."""
+
+    @property
+    def a(self) -> str: ...
+    @property
+    def b(self) -> str: ...
+    @property
+    def rtol(self) -> float: ...
+    @property
+    def atol(self) -> float: ...
+    @property
+    def tensors(self) -> tuple[TensorChange, ...]: ...
+    @property
+    def values(self) -> tuple[ValueChange, ...]: ...
+    @property
+    def tables(self) -> tuple[TableChange, ...]: ...
+    @property
+    def metadata(self) -> tuple[MetaEntry, ...]: ...
+    def counts(self) -> dict[str, int]: ...
+    def changed(self, rtol: float | None = None, atol: float | None = None) -> bool: ...
+
+
+def render(diff: DiffLike, *, only_changed: bool = False) -> str:
     rows: list[tuple[str, ...]]
     lines = [f"--- a: {diff.a}", f"+++ b: {diff.b}"]
     tolerance = f" (rtol={diff.rtol:g}, atol={diff.atol:g})" if diff.rtol or diff.atol else ""
@@ -35,6 +61,7 @@ def render(diff: ArchiveDiff, *, only_changed: bool = False) -> str:
         rows += [(v.path or "(root)", v.status, _text(v.a, v.status == "added"), _text(v.b, v.status == "removed"))
                  for v in values]  # fmt: skip
         lines += _table(rows)
+    lines += _tables(diff.tables, only_changed)
     differing = [m for m in diff.metadata if not m.same]
     lines.append("")
     lines.append(f"metadata: {len(differing)} of {len(diff.metadata)} fields differ")
@@ -47,6 +74,22 @@ def render(diff: ArchiveDiff, *, only_changed: bool = False) -> str:
         "changed" + tolerance if diff.changed() else "no changes" + (" beyond the tolerance" if tolerance else "")
     )
     return "\n".join(lines)
+
+
+def _tables(tables: Sequence[TableChange], only_changed: bool) -> list[str]:
+    """The tables' parts: "tables: 1 changed of 3" and a row per part (path, part, status, a, b, what
+    differs); nothing where the archives hold no table on both sides."""
+    if not tables:
+        return []
+    changed = sum(1 for t in tables if t.changed())
+    lines = ["", f"tables: {changed} changed of {len(tables)} (row index, column labels, dtypes)"]
+    shown = [t for t in tables if not only_changed or t.changed()]
+    if shown:
+        rows = [("PATH", "PART", "STATUS", "A", "B", "DIFFERENCE")]
+        rows += [(t.path or "(root)", t.part, t.status, _text(t.a, False), _text(t.b, False), t.detail)
+                 for t in shown]  # fmt: skip
+        lines += _table(rows)
+    return lines
 
 
 def _tensor_row(t: TensorChange, rtol: float, atol: float) -> tuple[str, ...]:
@@ -86,4 +129,4 @@ def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
     return ["  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 
 
-__all__ = ["render"]
+__all__ = ["DiffLike", "render"]
