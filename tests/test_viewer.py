@@ -23,6 +23,8 @@ from viewer_helpers import get, run_archive, serving
 from zarchive.inspection.stats import heat_map, tensor_stats
 from zarchive.viewer import static
 from zarchive.viewer.diffpage import diff_body, diff_data
+from zarchive.viewer.routes import Routes
+from zarchive.viewer.server import ViewerServer
 from zarchive.viewer.sources import Sources
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,6 +54,22 @@ def test_every_request_needs_the_token(run: Path) -> None:
             status, body, _ = get(base + path)
             assert status == 403, path
             assert "model" not in body and "layers" not in body
+
+
+def test_start_in_thread_serves_until_shutdown(run: Path) -> None:
+    """ViewerServer.start_in_thread (the other tests serve through viewer_helpers.start, which stops sooner)."""
+    sources = Sources([str(run)])
+    server = ViewerServer(Routes(sources, diff=diff_data, diff_page=diff_body))
+    try:
+        thread = server.start_in_thread()
+        assert thread.daemon and thread.is_alive()
+        assert get(server.url)[0] == 200
+        server.shutdown()
+        thread.join(5)
+        assert not thread.is_alive()
+    finally:
+        server.server_close()
+        sources.close()
 
 
 def test_binds_the_loopback_address_only(run: Path) -> None:
