@@ -197,5 +197,17 @@ def run(
     return subprocess.CompletedProcess([sys.executable, *args], reply["returncode"], stdout, stderr)
 
 
+def cli(
+    *args: str | os.PathLike[str],
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess[str]:
+    """`python -m zarchive ARGS` (this checkout's) in a forked child: its exit status, stdout and stderr."""
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [ROOT, env.get("PYTHONPATH")] if p)
+    return run(["-m", "zarchive", *map(os.fspath, args)], env=env, cwd=cwd, timeout=timeout)
+
+
 if __name__ == "__main__":
     serve()
