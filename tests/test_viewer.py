@@ -14,6 +14,7 @@ import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import forkrun
 import numpy as np
 import pytest
 import torch
@@ -317,8 +318,7 @@ EXTERNAL = re.compile(r"(https?:)?//|<script[^>]*\bsrc\s*=|<link[^>]*\bhref\s*=|
 def test_static_page_is_self_contained(tmp_path: Path) -> None:
     a, b = run_archive(tmp_path / "a.zarc"), run_archive(tmp_path / "b.zarc", seed=1, scale=0.05)
     out = tmp_path / "report.html"
-    cmd = [sys.executable, "-m", "zarchive", "view", "--html", str(out), str(a), str(b)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, check=False)
+    done = forkrun.cli("view", "--html", out, a, b, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     page = out.read_text()
     assert not EXTERNAL.search(page), EXTERNAL.search(page)
