@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 from typing import Any
 
+import forkrun
 import numpy as np
 import pytest
 import torch
@@ -160,16 +159,12 @@ def test_extract_restores_plain_files(tmp_path: Path) -> None:
     p = tmp_path / "a.zarc"
     zarchive.save({"model": sd, "arr": arr}, p, compress_weights=True)
     out = tmp_path / "out"
-    run = subprocess.run(
-        [sys.executable, "-m", "zarchive", "extract", str(p), str(out)], capture_output=True, text=True, check=False
-    )
+    run = forkrun.cli("extract", p, out)
     assert run.returncode == 0, run.stderr
     got = load_file(out / "model.safetensors")
     assert torch.equal(got["a"], sd["a"]) and torch.equal(got["b"], sd["b"])
     assert np.array_equal(np.load(out / "arr.npy"), arr)
-    run = subprocess.run(
-        [sys.executable, "-m", "zarchive", "verify", str(p)], capture_output=True, text=True, check=False
-    )
+    run = forkrun.cli("verify", p)
     assert run.returncode == 0 and run.stdout.startswith("OK"), run.stdout + run.stderr
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+import forkrun
 import numpy as np
 import pytest
 import torch
@@ -43,9 +43,7 @@ def run_file(tmp_path: Path) -> tuple[Path, torch.nn.Module]:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "zarchive", "convert", *args], capture_output=True, text=True, timeout=120, check=False
-    )
+    return forkrun.cli("convert", *args, timeout=120)  # a process of its own, forked from a server that imported torch
 
 
 def test_conversion_kinds() -> None:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import forkrun
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -186,9 +187,7 @@ def test_filesystem_writer_reuses_its_names_and_ours_does_not(tmp_path: Path) ->
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "zarchive", *args], capture_output=True, text=True, timeout=120, check=False
-    )
+    return forkrun.cli(*args, timeout=120)  # a process of its own, forked from a server that imported torch
 
 
 def test_command_line(tmp_path: Path) -> None:

@@ -1,14 +1,15 @@
-"""`zarchive diff` in real processes: the table, --json, --only-changed, the tolerance, exit statuses
-(0 unchanged, 1 changed, 2 unreadable); and a property test of diff_archives."""
+"""`zarchive diff` in processes of its own (`python -m zarchive`, forked by tests/forkrun.py): the table,
+--json, --only-changed, the tolerance, exit statuses (0 unchanged, 1 changed, 2 unreadable); and a
+property test of diff_archives."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
+import forkrun
 import numpy as np
 import pytest
 import torch
@@ -22,11 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def zarchive_cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "zarchive", *map(str, args)],
-        capture_output=True, text=True, timeout=120, check=False, cwd=str(cwd),
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+    return forkrun.run(
+        ["-m", "zarchive", *map(str, args)], timeout=120, cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
 
 
 @pytest.fixture(scope="module")

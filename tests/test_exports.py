@@ -7,13 +7,13 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import subprocess
 import sys
 import warnings
 import zipfile
 from pathlib import Path
 from typing import Any
 
+import forkrun
 import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
@@ -232,9 +232,7 @@ def test_training_flags_come_back(tmp_path: Path) -> None:
 
 
 def _cli(*args: str) -> str:
-    run = subprocess.run(
-        [sys.executable, "-m", "zarchive", *args], check=False, capture_output=True, text=True, cwd=ROOT, timeout=120
-    )
+    run = forkrun.cli(*args, cwd=ROOT, timeout=120)  # a process of its own, forked from a server that imported torch
     assert run.returncode == 0, run.stderr
     return run.stdout
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
+import forkrun
 import pytest
 import torch
 from safetensors.torch import save_file
@@ -45,9 +45,7 @@ def write_sharded(folder: Path, sd: dict[str, torch.Tensor], shards: int = 3) ->
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "zarchive", *args], capture_output=True, text=True, timeout=300, check=False, cwd=ROOT
-    )
+    return forkrun.cli(*args, timeout=300, cwd=ROOT)  # a process of its own, forked from a server that imported torch
 
 
 def test_the_folder_and_its_index_open_as_one_lazy_mapping(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import forkrun
 import golden_models as gm
 import hostile.models  # noqa: F401 - classes some corpus files name (as training code would have)
 import numpy as np
@@ -224,14 +225,13 @@ def test_fresh_dcp_directory(tmp_path: Path) -> None:
 
 def test_the_command_prints_the_form_and_fails_cleanly(tmp_path: Path) -> None:
     path = _save(_model(), tmp_path / "m.zarc")
-    run = [sys.executable, "-m", "zarchive", "neutral"]
-    done = subprocess.run([*run, str(path)], capture_output=True, text=True, timeout=300, check=False)
+    done = forkrun.cli("neutral", path)  # a process of its own, forked from a server that imported torch
     assert done.returncode == 0 and done.stdout == canonical_json(neutral_form_of(path)), done.stderr
     damaged = tmp_path / "bad.zarc"
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0xFF
     damaged.write_bytes(bytes(data))
-    done = subprocess.run([*run, str(damaged)], capture_output=True, text=True, timeout=300, check=False)
+    done = forkrun.cli("neutral", damaged)
     assert done.returncode == 2 and done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
     assert "bad.zarc" in done.stderr
 

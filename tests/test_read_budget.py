@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import forkrun
 import numpy as np
 import pytest
 import torch
@@ -88,9 +89,7 @@ def test_a_manifest_of_tiny_nodes_is_refused_before_it_is_parsed(tmp_path: Path)
     finally:
         tracemalloc.stop()
     assert peak < 4 * size  # the file's bytes (read in, and counted in one copy), never the objects
-    got = subprocess.run(
-        [sys.executable, "-m", "zarchive", "ls", str(path)], capture_output=True, text=True, cwd=ROOT, check=False
-    )
+    got = forkrun.cli("ls", path, cwd=ROOT)
     assert got.returncode == 2 and "max_read_bytes" in got.stderr, got.stderr
 
 
@@ -125,9 +124,7 @@ def _zeros_archive(path: Path) -> None:
 
 
 def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "zarchive", *argv], capture_output=True, text=True, cwd=ROOT, check=False
-    )
+    return forkrun.cli(*argv, cwd=ROOT)  # a process of its own, forked from a server that imported torch
 
 
 def test_extract_is_refused_past_its_budget_before_writing_anything(tmp_path: Path) -> None:

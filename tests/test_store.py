@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import forkrun
 import numpy as np
 import pytest
 import torch
@@ -361,11 +362,8 @@ def test_fsspec_memory_store() -> None:
 
 # --- the command line ---
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "zarchive", *args],
-        check=False,
-        capture_output=True,
-        text=True,
+    return forkrun.cli(  # a process of its own, forked from a server that imported torch
+        *args,
         cwd=TESTS,  # so that models_a is importable as the file's class
         env={"PYTHONPATH": f"{ROOT}{os.pathsep}{TESTS}", "PATH": "/usr/bin:/bin"},
         timeout=120,

@@ -14,10 +14,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
+import forkrun
 import numpy as np
 import pytest
 import torch
@@ -114,28 +114,14 @@ def _archive(tmp_path: Path, scenario: str) -> Path:
 
 
 def _run(path: Path, scenario: str, verify: bool, mmap: bool | None) -> subprocess.CompletedProcess[str]:
-    """mmap=None: the default settings."""
+    """mmap=None: the default settings. The child is a fork of tests/forkrun.py's server (a process of
+    its own, as `python -c` would start, without importing torch again)."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]),
     }
-    return subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            CHILD,
-            str(path),
-            scenario,
-            str(int(verify)),
-            "default" if mmap is None else str(int(mmap)),
-        ],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=ROOT,
-    )
+    args = ["-c", CHILD, str(path), scenario, str(int(verify)), "default" if mmap is None else str(int(mmap))]
+    return forkrun.run(args, timeout=120, env=env, cwd=ROOT)
 
 
 @pytest.mark.parametrize("mmap", [None, False], ids=["default", "mmap-off"])

@@ -16,6 +16,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import forkrun
 import numpy as np
 import pytest
 import torch
@@ -42,7 +43,7 @@ def _broadcast_pt(path: Path) -> Path:
 
 
 def _child(code: str, extra_mb: int = 700, timeout: int = 300) -> dict[str, Any]:
-    """Run `code` (which sets `result`) in a fresh Python under an address-space limit of what it holds
+    """Run `code` (which sets `result`) in a fresh process (tests/forkrun.py) under an address-space limit of what it holds
     after importing zarchive and torch plus `extra_mb`; its result, or how it failed."""
     script = textwrap.dedent(
         """
@@ -65,9 +66,7 @@ def _child(code: str, extra_mb: int = 700, timeout: int = 300) -> dict[str, Any]
     script = script.replace("EXTRA", str(extra_mb << 20)).replace(
         "CODE", textwrap.indent(textwrap.dedent(code), "    ")
     )
-    p = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout, env=ENV, check=False
-    )
+    p = forkrun.run(["-c", script], timeout=timeout, env=ENV)  # a fork of a server that imported torch once
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 

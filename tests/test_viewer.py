@@ -14,6 +14,7 @@ import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import forkrun
 import numpy as np
 import pytest
 import torch
@@ -23,6 +24,8 @@ from viewer_helpers import get, run_archive, serving
 from zarchive.inspection.stats import heat_map, tensor_stats
 from zarchive.viewer import static
 from zarchive.viewer.diffpage import diff_body, diff_data
+from zarchive.viewer.routes import Routes
+from zarchive.viewer.server import ViewerServer
 from zarchive.viewer.sources import Sources
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,6 +55,22 @@ def test_every_request_needs_the_token(run: Path) -> None:
             status, body, _ = get(base + path)
             assert status == 403, path
             assert "model" not in body and "layers" not in body
+
+
+def test_start_in_thread_serves_until_shutdown(run: Path) -> None:
+    """ViewerServer.start_in_thread (the other tests serve through viewer_helpers.start, which stops sooner)."""
+    sources = Sources([str(run)])
+    server = ViewerServer(Routes(sources, diff=diff_data, diff_page=diff_body))
+    try:
+        thread = server.start_in_thread()
+        assert thread.daemon and thread.is_alive()
+        assert get(server.url)[0] == 200
+        server.shutdown()
+        thread.join(5)
+        assert not thread.is_alive()
+    finally:
+        server.server_close()
+        sources.close()
 
 
 def test_binds_the_loopback_address_only(run: Path) -> None:
@@ -299,8 +318,7 @@ EXTERNAL = re.compile(r"(https?:)?//|<script[^>]*\bsrc\s*=|<link[^>]*\bhref\s*=|
 def test_static_page_is_self_contained(tmp_path: Path) -> None:
     a, b = run_archive(tmp_path / "a.zarc"), run_archive(tmp_path / "b.zarc", seed=1, scale=0.05)
     out = tmp_path / "report.html"
-    cmd = [sys.executable, "-m", "zarchive", "view", "--html", str(out), str(a), str(b)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, check=False)
+    done = forkrun.cli("view", "--html", out, a, b, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     page = out.read_text()
     assert not EXTERNAL.search(page), EXTERNAL.search(page)

@@ -45,7 +45,8 @@ CORPUS = sorted(str(Path(CORPUS_DIR, n)) for n in os.listdir(CORPUS_DIR) if n.en
 
 @pytest.mark.slow
 def test_the_corpus_through_the_viewer() -> None:
-    """Every corpus file through every page (about 2 minutes: make test-slow and CI's floors run)."""
+    """Every corpus file through every page (7 s; 2 minutes while each server took 0.5 s to stop: make
+    test-slow and CI's floors run)."""
     lines = serve_all(CORPUS)
     check(lines, len(CORPUS))
     refused = sum(1 for r in lines[:-1] if any(s == 422 for s in r["statuses"].values()))

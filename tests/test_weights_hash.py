@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import forkrun
 import numpy as np
 import pytest
 import torch
@@ -193,14 +194,8 @@ def test_objpath_selects_and_renames(tmp_path: Path) -> None:
 
 # --- the command line ---
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "zarchive", *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-        timeout=120,
+    return forkrun.cli(  # a process of its own, forked from a server that imported torch
+        *args, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=120
     )
 
 

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import forkrun
 import numpy as np
 import pytest
 import torch
@@ -116,15 +117,7 @@ def test_cli_hash_of_foreign_files(tmp_path: Path) -> None:
     expected = state_dict_hash(sd)
     for suffix in (".pt", ".safetensors"):
         path = _write(sd, tmp_path / f"w{suffix}")
-        out = subprocess.run(
-            [sys.executable, "-m", "zarchive", "hash", str(path)],
-            check=False,
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-            timeout=120,
-        )
+        out = forkrun.cli("hash", path, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=120)
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == expected, suffix
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -62,13 +63,22 @@ def serving(
     sources = Sources([str(p) for p in paths])
     routes = Routes(sources, token, diff=with_tolerance(rtol, atol), diff_page=diff_body)
     server = ViewerServer(routes)
-    server.start_in_thread()
+    start(server)
     try:
         yield server, routes
     finally:
         server.shutdown()
         server.server_close()
         sources.close()
+
+
+def start(server: ViewerServer) -> threading.Thread:
+    """Serve in a daemon thread, as `server.start_in_thread()` does, but look for `shutdown()` every 10 ms:
+    serve_forever's default of 0.5 s made every shutdown wait about half a second, most of a small
+    viewer test's time. (test_viewer.py::test_start_in_thread_serves_until_shutdown covers that method.)"""
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+    thread.start()
+    return thread
 
 
 def get(url: str) -> tuple[int, str, dict[str, str]]:
