@@ -92,6 +92,7 @@ def test_offers_are_tried_compressed_and_bounded() -> None:
     ]
     for p in plans:
         early.offer(p)
+    early.walk_done()  # (what is still waiting gets every core)
     a, b, c, d, e, f = plans
     assert a.early is not None and b.early is not None and c.early is not None
     assert d.early is None and e.early is None and f.early is None

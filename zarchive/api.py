@@ -205,6 +205,8 @@ class ZArchive:
                 if early is not None:
                     early.cancel()
                 raise
+            if early is not None:
+                early.walk_done()
             manifest = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "root": root}
             members = ctx.members
             if names:

@@ -34,16 +34,18 @@ EARLY_BYTES = AHEAD_BYTES  # decoded bytes compressed ahead of the writer during
 class EarlyCompression:
     """Per save: `offer` each member as it is planned; `cancel` if the save fails before writing.
 
-    The walk keeps one core busy, so members are compressed on the others only: at most one fewer
-    at a time than there are usable cores (none on one core), each lane taking the next member when
-    its last is done. On 2 cores, two workers beside the walk slowed it by as much as they saved."""
+    The walk keeps one core busy, so while it goes on members are compressed on the others only: at
+    most one fewer at a time than there are usable cores (none on one core), each lane taking the next
+    member when its last is done (on 2 cores, two workers beside the walk slowed it by as much as they
+    saved). Once the walk is done (`walk_done`), the members still waiting get every core."""
 
     def __init__(self, level: int, *, limit: int = EARLY_BYTES) -> None:
         self._level = level
         self._limit = limit  # decoded bytes taken, at most
         self._bytes = 0
         self._futures: list[Future[Frame | None]] = []
-        self._lanes = usable_cores() - 1
+        self._walk_lanes = usable_cores() - 1  # lanes while the walk goes on
+        self._lanes = self._walk_lanes
         self._lock = threading.Lock()
         self._running = 0
         self._waiting: deque[tuple[Future[Frame | None], list[Part], bool]] = deque()
@@ -60,7 +62,7 @@ class EarlyCompression:
             return
         size = sum(buf.nbytes for _, buf in parts)
         if (
-            self._lanes < 1
+            self._walk_lanes < 1
             or size > min(AHEAD_MAX_MEMBER, codecs.DEFAULT_MAX_DECOMPRESSED)
             or self._bytes + size > self._limit
         ):
@@ -92,6 +94,16 @@ class EarlyCompression:
                 fut.set_result(_try_and_compress(parts, trial, self._level))
             except BaseException as e:  # noqa: BLE001 - the future carries it to choose_codecs
                 fut.set_exception(e)
+
+    def walk_done(self) -> None:
+        """The walk is over: the members still waiting are compressed on every core (no core is left
+        to the walk now), as the writer's window would compress them."""
+        with self._lock:
+            self._lanes = usable_cores()
+            extra = max(0, min(self._lanes, len(self._waiting)) - self._running)
+            self._running += extra
+        for _ in range(extra):
+            shared_pool(POOL).submit(self._lane)
 
     def cancel(self) -> None:
         """Drop what no lane has started (the save failed while planning)."""
