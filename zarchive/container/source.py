@@ -26,6 +26,7 @@ from ..errors import FormatError, IntegrityError
 from .crc import crc32
 from .fresh_memory import new_buffer, populate
 from .open_gate import open_regular, open_regular_fd
+from .thread_pools import worker_count
 
 PARALLEL_FROM = 64 << 20  # reads this big are split over threads (pread releases the GIL)
 PARALLEL_PART = 32 << 20
@@ -136,7 +137,7 @@ class LocalFileSource:
                     populate(buf[p : p + n])
                     counts[i] = _pread_into(fd, buf[p : p + n], offset + p)
 
-            workers = min(4, os.cpu_count() or 1, len(parts))
+            workers = min(worker_count(4), len(parts))
             threads = [threading.Thread(target=work, args=(w, workers), daemon=True) for w in range(1, workers)]
             for t in threads:
                 t.start()
