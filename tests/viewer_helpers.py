@@ -73,9 +73,10 @@ def serving(
 
 
 def start(server: ViewerServer) -> threading.Thread:
-    """Serve in a daemon thread, as `server.start_in_thread()` does, but look for `shutdown()` every 10 ms:
-    serve_forever's default of 0.5 s made every shutdown wait about half a second, most of a small
-    viewer test's time. (test_viewer.py::test_start_in_thread_serves_until_shutdown covers that method.)"""
+    """Serve in a daemon thread, as `server.start_in_thread()` does, but look for `shutdown()` every 10 ms
+    (that method: every 50 ms; serve_forever's default of 0.5 s made every shutdown wait about half a
+    second, most of a small viewer test's time). test_viewer.py::test_start_in_thread_serves_until_shutdown
+    covers that method."""
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
     return thread

@@ -15,6 +15,9 @@ CSP = ("default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline
        "form-action 'none'; frame-ancestors 'none'; base-uri 'none'")  # fmt: skip
 
 
+SHUTDOWN_POLL = 0.05  # seconds between looks for shutdown() while serving in a thread
+
+
 class ViewerServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = False
@@ -29,8 +32,11 @@ class ViewerServer(http.server.ThreadingHTTPServer):
         return f"http://{host!s}:{port}/{self.routes.token}/"
 
     def start_in_thread(self) -> threading.Thread:
-        """Serve in a daemon thread (for tests and notebooks); `shutdown()` stops it."""
-        thread = threading.Thread(target=self.serve_forever, name="zarchive-view", daemon=True)
+        """Serve in a daemon thread (for tests and notebooks); `shutdown()` stops it within SHUTDOWN_POLL
+        seconds (serve_forever's own default, 0.5 s, made every shutdown wait about that long)."""
+        thread = threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL}, name="zarchive-view", daemon=True
+        )
         thread.start()
         return thread
 
