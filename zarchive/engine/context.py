@@ -135,7 +135,9 @@ class SaveContext:
         compress: CompressHint = "try",
         hint: Iterable[str] | None = None,
     ) -> MemberPlan:
-        """Plan a member; its bytes are produced by `parts()` only when the archive is written."""
+        """Plan a member; its bytes are produced by `parts()` when the archive is written, or as soon
+        as it is planned where `on_member` takes them then (compress_early): `parts()` must give the
+        same bytes whenever it is called during the save."""
         plan = MemberPlan(base_name=self.member_name(ext, hint), parts=parts, compress=compress)
         self.members.append(plan)
         if self._on_member is not None:
