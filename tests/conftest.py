@@ -8,7 +8,7 @@ import math
 import struct
 import sys
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -153,3 +153,15 @@ def same() -> Callable[..., None]:
 def raw_bytes() -> Callable[[torch.Tensor], bytes]:
     """tensor_bytes(t): a tensor's values as bytes, for bitwise comparisons."""
     return tensor_bytes
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[dict[str, Any]]:
+    """moto's S3 server in a subprocess on a free loopback port, with a bucket and the s3fs options
+    that reach it (tests/s3_server.py); skipped where s3fs or moto is not installed."""
+    pytest.importorskip("s3fs")
+    pytest.importorskip("moto.server")
+    from tests.s3_server import moto_s3
+
+    with moto_s3() as server:
+        yield server

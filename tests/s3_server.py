@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -59,3 +60,8 @@ def moto_s3(bucket: str = "zarchive-test") -> Iterator[dict[str, Any]]:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def fresh_url(server: dict[str, Any], name: str = "ck") -> str:
+    """A URL no other test uses, under the server's bucket: s3://BUCKET/<8 hex>/<name>."""
+    return f"s3://{server['bucket']}/{uuid.uuid4().hex[:8]}/{name}"

@@ -22,6 +22,7 @@ dcp = pytest.importorskip("torch.distributed.checkpoint")
 fsspec = pytest.importorskip("fsspec")
 
 import zarchive
+from tests.s3_server import fresh_url
 from zarchive.cli import main
 from zarchive.dcp import ZArchiveWriter
 
@@ -133,21 +134,6 @@ def test_storage_option_values_are_json_or_text() -> None:
     assert parse_storage_options(None) == {}
 
 
-# --- a real S3-compatible server, the command in a child process ---
-@pytest.fixture(scope="module")
-def s3() -> Iterator[dict[str, Any]]:
-    pytest.importorskip("s3fs")
-    pytest.importorskip("moto.server")
-    from tests.s3_server import moto_s3
-
-    with moto_s3() as server:
-        yield server
-
-
-def _s3_url(s3: dict[str, Any]) -> str:
-    return f"s3://{s3['bucket']}/{uuid.uuid4().hex[:8]}/ck"
-
-
 def _option_args(options: dict[str, Any]) -> list[str]:
     import json
 
@@ -169,7 +155,7 @@ def _cli(*args: str | Path, env: dict[str, str] | None = None, limit: bool = Fal
 
 
 def test_s3_with_storage_options(s3: dict[str, Any], tmp_path: Path) -> None:
-    url = _save(_s3_url(s3), storage_options=s3["options"])
+    url = _save(fresh_url(s3), storage_options=s3["options"])
     done = _cli("convert", url, tmp_path / "one.zarc", *_option_args(s3["options"]))
     assert done.returncode == 0, done.stderr
     assert "(sharded checkpoint->zarc, 5 keys)" in done.stdout
@@ -177,7 +163,7 @@ def test_s3_with_storage_options(s3: dict[str, Any], tmp_path: Path) -> None:
 
 
 def test_s3_from_the_environment(s3: dict[str, Any], tmp_path: Path) -> None:
-    url = _save(_s3_url(s3), storage_options=s3["options"])
+    url = _save(fresh_url(s3), storage_options=s3["options"])
     done = _cli("convert", url, tmp_path / "one.zarc", env=s3["env"])
     assert done.returncode == 0, done.stderr
     _same(tmp_path / "one.zarc")
@@ -195,7 +181,7 @@ def test_hostile_dcp_cases_on_s3(s3: dict[str, Any], tmp_path: Path, name: str) 
 
     case = next(c for c in CASES if c.kind == "dcp" and c.name == name)
     local = case.build(tmp_path / "built")
-    url = _s3_url(s3)
+    url = fresh_url(s3)
     for f in local.iterdir():
         s3["fs"].put_file(str(f), f"{url[5:]}/{f.name}")
     done = _cli("convert", url, tmp_path / "out.zarc", *_option_args(s3["options"]), limit=True)

@@ -26,6 +26,7 @@ fsspec = pytest.importorskip("fsspec")
 from torch.distributed.checkpoint.api import CheckpointException
 
 import zarchive
+from tests.s3_server import fresh_url
 from tests.test_dcp import HOSTILE, TrainConfig, bits, blank, failure, state, tensor
 from zarchive.dcp import ZArchiveReader, ZArchiveWriter
 from zarchive.errors import FormatError, IntegrityError, MemberNotFoundError, UnsafeArchiveError
@@ -70,20 +71,6 @@ def mem_url() -> Iterator[str]:
         mem.rm(root, recursive=True)
 
 
-@pytest.fixture(scope="module")
-def s3() -> Iterator[dict[str, Any]]:
-    pytest.importorskip("s3fs")
-    pytest.importorskip("moto.server")
-    from tests.s3_server import moto_s3
-
-    with moto_s3() as server:
-        yield server
-
-
-def s3_url(s3: dict[str, Any]) -> str:
-    return f"s3://{s3['bucket']}/{uuid.uuid4().hex[:8]}/ck"
-
-
 # --- round trips ---
 @pytest.mark.parametrize("slash", ["", "/"], ids=["no-slash", "slash"])
 def test_memory_round_trip_and_view(mem_url: str, slash: str) -> None:
@@ -116,7 +103,7 @@ def test_checkpoint_id_may_be_a_url(mem_url: str) -> None:
 
 
 def test_s3_round_trip_and_a_new_save_removes_the_old_shards(s3: dict[str, Any]) -> None:
-    url, options = s3_url(s3), {"storage_options": s3["options"]}
+    url, options = fresh_url(s3), {"storage_options": s3["options"]}
     save(url, **options)
     first = set(s3["fs"].ls(url, refresh=True))
     changed = {**state(), "step": 6}
@@ -130,7 +117,7 @@ def test_s3_round_trip_and_a_new_save_removes_the_old_shards(s3: dict[str, Any])
 
 
 def test_s3_wrong_options_are_refused_not_misread(s3: dict[str, Any]) -> None:
-    url = save(s3_url(s3), storage_options=s3["options"])
+    url = save(fresh_url(s3), storage_options=s3["options"])
     with pytest.raises(TypeError, match="URLs only"):
         ZArchiveReader("local/dir", storage_options=s3["options"]).open()
     with pytest.raises(zarchive.ArchiveNotFoundError):
@@ -181,7 +168,7 @@ def test_s3_view_reads_the_index_then_only_what_is_fetched(s3: dict[str, Any]) -
     its own bytes and the shard's directory and manifest, the next its own bytes; a small fraction of
     the checkpoint."""
     sd = {"model": {f"w{i}": torch.randn(1 << 18, generator=torch.Generator().manual_seed(i)) for i in range(16)}}
-    url = save(s3_url(s3), sd, storage_options=s3["options"])
+    url = save(fresh_url(s3), sd, storage_options=s3["options"])
     total = sum(s3["fs"].size(p) for p in s3["fs"].ls(url, refresh=True))
     one = sd["model"]["w7"].nbytes
     with Requests(s3) as seen, zarchive.open(url + "/", storage_options=s3["options"]) as arc:
@@ -204,7 +191,7 @@ def test_s3_view_reads_the_index_then_only_what_is_fetched(s3: dict[str, Any]) -
 def test_s3_dcp_load_of_part_reads_part(s3: dict[str, Any]) -> None:
     """dcp.load of two tensors of 16 from S3 fetches about their bytes, not the shard."""
     sd = {"model": {f"w{i}": torch.randn(1 << 18, generator=torch.Generator().manual_seed(i)) for i in range(16)}}
-    url = save(s3_url(s3), sd, storage_options=s3["options"])
+    url = save(fresh_url(s3), sd, storage_options=s3["options"])
     target = {"model": {"w3": torch.zeros(1 << 18), "w12": torch.zeros(1 << 18)}}
     with Requests(s3) as seen:
         load(url, target, storage_options=s3["options"])
@@ -223,7 +210,7 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 
 def test_command_line_on_s3(s3: dict[str, Any]) -> None:
     """ls, show and verify on an s3:// checkpoint, configured from the AWS environment variables."""
-    url = save(s3_url(s3), {**state(), "config": {"lr": 0.1}}, storage_options=s3["options"])
+    url = save(fresh_url(s3), {**state(), "config": {"lr": 0.1}}, storage_options=s3["options"])
     ls = cli("ls", url, env=s3["env"])
     assert ls.returncode == 0 and "index.zarc" in ls.stdout and "/model/w" in ls.stdout, ls.stderr
     show = cli("show", url + "/", env=s3["env"])
@@ -314,7 +301,7 @@ def test_hostile_dcp_corpus_cases_on_s3(s3: dict[str, Any], tmp_path: Path, name
 
     case = next(c for c in CASES if c.kind == "dcp" and c.name == name)
     local = case.build(tmp_path)
-    url = s3_url(s3)
+    url = fresh_url(s3)
     for f in local.iterdir():
         s3["fs"].put_file(str(f), f"{url[5:]}/{f.name}")
     code = CRAFT.format(tests=str(ROOT / "tests"), root=str(ROOT), url=url, options=s3["options"], leaf=case.leaf)
@@ -340,7 +327,7 @@ def test_through_an_fsspec_cache_layer_on_s3(s3: dict[str, Any], tmp_path: Path)
     """blockcache:: in front of s3://: the view and dcp.load read through it (the cache keeps the
     blocks it fetched; it does not see a later save's index, so clear it after one)."""
     sd = {"model": {f"w{i}": torch.randn(1 << 16, generator=torch.Generator().manual_seed(i)) for i in range(4)}}
-    url = save(s3_url(s3), sd, storage_options=s3["options"])
+    url = save(fresh_url(s3), sd, storage_options=s3["options"])
     options = {"s3": s3["options"], "blockcache": {"cache_storage": str(tmp_path / "cache")}}
     with zarchive.open(f"blockcache::{url}", storage_options=options) as arc:
         assert bits(arc["model/w2"]) == bits(sd["model"]["w2"]) and arc.verify()

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import uuid
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,18 +26,11 @@ pytest.importorskip("s3fs")
 pytest.importorskip("moto.server")
 
 import zarchive
-from tests.s3_server import moto_s3
 from tests.test_dcp_dist import reports, same
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 WORKER = Path(__file__).with_name("dcp_remote_worker.py")
 ROOT = WORKER.parent.parent
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[dict[str, Any]]:
-    with moto_s3() as server:
-        yield server
 
 
 def torchrun(s3: dict[str, Any], nproc: int, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -147,18 +147,6 @@ def test_lazy_open_fetches_only_what_it_needs_memory(mem_url):
         assert src.bytes_fetched < 0.01 * size, src.bytes_fetched
 
 
-# --- a real S3-compatible server ---
-@pytest.fixture(scope="module")
-def s3():
-    """moto's S3 server in a subprocess on a free loopback port; s3fs options for it; a bucket."""
-    pytest.importorskip("s3fs")
-    pytest.importorskip("moto.server")
-    from tests.s3_server import moto_s3
-
-    with moto_s3() as server:
-        yield server
-
-
 def test_s3_round_trip_and_overwrite(s3):
     url = f"s3://{s3['bucket']}/runs/a.zarc"
     obj = _sample()
