@@ -32,6 +32,8 @@ import types
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from line_server import LineServer  # (tests/, on the path of the tests and of this script)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -130,43 +132,9 @@ def serve() -> None:
 
 
 # --- client side ---------------------------------------------------------------------------------------
-class _Server:
-    instance: _Server | None = None
-
-    def __init__(self) -> None:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in [ROOT, os.environ.get("PYTHONPATH")] if p)}
-        self.proc = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        atexit.register(self.close)
-
-    @classmethod
-    def get(cls) -> _Server:
-        if cls.instance is None or cls.instance.proc.poll() is not None:
-            cls.instance = _Server()
-        return cls.instance
-
-    def call(self, req: dict[str, Any]) -> dict[str, Any]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps(req) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the forkrun server died (exit code {self.proc.poll()})")
-        return json.loads(line)  # type: ignore[no-any-return]
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+def _server() -> LineServer:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in [ROOT, os.environ.get("PYTHONPATH")] if p)}
+    return LineServer.shared(os.path.abspath(__file__), env)
 
 
 def run(
@@ -187,9 +155,7 @@ def run(
         for name, text in files.items():
             with open(text, "w") as f:
                 f.write((input or "") if name == "stdin" else "")
-        reply = _Server.get().call(
-            {**files, "args": list(args), "env": env, "cwd": os.fspath(cwd or os.getcwd()), "timeout": timeout}
-        )
+        reply = _server().call(**files, args=list(args), env=env, cwd=os.fspath(cwd or os.getcwd()), timeout=timeout)
         with open(files["stdout"], errors="replace") as out, open(files["stderr"], errors="replace") as err:
             stdout, stderr = out.read(), err.read()
     if reply.get("timeout"):

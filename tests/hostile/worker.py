@@ -12,13 +12,11 @@ not mix), and never write to the protocol's stdout.
 
 from __future__ import annotations
 
-import atexit
 import gc
 import json
 import os
 import resource
 import signal
-import subprocess
 import sys
 import time
 from typing import Any
@@ -205,37 +203,11 @@ def serve() -> None:
 class Worker:
     """The test side: one server process per test session, shared by every test module."""
 
-    _instance: Worker | None = None
+    @staticmethod
+    def get() -> Any:  # a line_server.LineServer
+        from line_server import LineServer  # (tests/ is on the tests' path, not on this script's)
 
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
-        atexit.register(self.close)
-
-    @classmethod
-    def get(cls) -> Worker:
-        if cls._instance is None or cls._instance.proc.poll() is not None:
-            cls._instance = Worker()
-        return cls._instance
-
-    def call(self, **req: Any) -> dict[str, Any]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps(req) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the worker died (exit code {self.proc.poll()})")
-        return json.loads(line)
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        return LineServer.shared(os.path.abspath(__file__))
 
 
 if __name__ == "__main__":
