@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import tensor_bytes
+from rewrite import rewrite
 
 import zarchive
 from zarchive.engine.lazy import LazyArchive
@@ -227,7 +228,7 @@ def test_tensor_table_and_lazy_fetch(tmp_path: Path) -> None:
         one = arc.get("model/layer42.weight")
         assert_same(one, sd["layer42.weight"])
         assert arc.summary("model/layer42.weight").startswith("tensor float32 [3, 3] -> model.safetensors")
-        assert list(arc._reader.parsed) == [("safetensors", "model.safetensors")]  # one header parsed
+        assert list(arc._reader.parsed) == []  # found by its checksum entry: no header read or parsed
         assert_same(arc["model/layer7.bias"], sd["layer7.bias"])
 
 
@@ -242,7 +243,7 @@ def test_split_members(tmp_path: Path) -> None:
         assert_same(got[k], v)
     with open_numpy(tmp_path / "a.zarc") as arc:
         assert_same(arc.get("sd/p599"), sd["p599"])
-        assert len(arc._reader.parsed) == 1
+        assert len(arc._reader.parsed) == 0  # (found by its entry)
 
 
 def test_compressed_members(tmp_path: Path) -> None:
@@ -364,26 +365,45 @@ def test_bad_view_nodes(
 @pytest.mark.parametrize(
     ("change", "pattern"),
     [
-        ({"shape": [5]}, r"stores 'u' as U8\[4\], the manifest says uint8\[5\]"),
-        ({"dtype": "int8"}, r"stores 'u' as U8\[4\], the manifest says int8\[4\]"),
-        ({"dtype": "complex128", "shape": []}, r"the manifest says complex128\[\]"),
+        ({"shape": [5]}, r"entry 'u' holds 4 bytes, the manifest's U8\[5\] takes 5"),
+        ({"dtype": "complex128", "shape": []}, r"entry 'u' holds 4 bytes, the manifest's U8\[16\] takes 16"),
     ],
 )
-def test_node_disagrees_with_member(
-    one_archive: tuple[Path, dict[str, Any]], change: dict[str, Any], pattern: str
-) -> None:
+def test_node_disagrees_with_its_entry(one_archive: tuple[Path, dict[str, Any]], change: dict[str, Any], pattern: str) -> None:
+    """A fetch finds the tensor by its checksum entry: a node whose dtype and shape take another
+    number of bytes is refused, naming the member and the object path."""
     path, root = one_archive
     with pytest.raises(FormatError, match=pattern) as info:
         load_node(path, {**root["u"], **change})
     assert info.value.member == "tensors.safetensors" and info.value.path == "x/y"
 
 
+@pytest.mark.parametrize(
+    ("change", "pattern"),
+    [
+        ({"shape": [5]}, r"stores 'u' as U8\[4\], the manifest says uint8\[5\]"),
+        ({"dtype": "int8"}, r"stores 'u' as U8\[4\], the manifest says int8\[4\]"),
+        ({"dtype": "complex128", "shape": []}, r"the manifest says complex128\[\]"),
+    ],
+)
+def test_node_disagrees_with_its_members_header(
+    one_archive: tuple[Path, dict[str, Any]], tmp_path: Path, change: dict[str, Any], pattern: str
+) -> None:
+    """A full read finds tensors by their members' headers, and refuses a node that says another
+    dtype or shape than the header (the same number of bytes included)."""
+    path, _ = one_archive
+    edited = rewrite(path, tmp_path / "edited.zarc", manifest_edit=lambda m: m["root"]["u"].update(change))
+    with pytest.raises(FormatError, match=pattern) as info:
+        read_numpy(edited)
+    assert info.value.member == "tensors.safetensors" and info.value.path == "u"
+
+
 def test_header_cache_is_shared_between_loads(one_archive: tuple[Path, dict[str, Any]]) -> None:
     path, _ = one_archive
     with open_numpy(path) as arc:
-        arc.get("a")
+        arc.load()  # (a full read goes by the headers)
         slots = arc._reader.parsed[("safetensors", "tensors.safetensors")]
-        arc.get("u")
+        arc.load()
         assert arc._reader.parsed[("safetensors", "tensors.safetensors")] is slots
 
 

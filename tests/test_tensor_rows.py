@@ -261,13 +261,19 @@ def test_the_cli_counts_the_tensors_of_each_member(tmp_path: Path) -> None:
     assert counts == {"tensors.safetensors": MEMBER_ENTRIES, "tensors~2.safetensors": 3}
 
 
-def test_fetching_one_tensor_parses_only_its_members_header(tmp_path: Path) -> None:
+def test_fetching_one_tensor_reads_no_header(tmp_path: Path) -> None:
+    """A fetch finds its tensor by the checksum entry of its member (in the metadata opening read):
+    it reads the tensor's bytes and nothing else of the member, and parses no header."""
     sd = many(4 * MEMBER_ENTRIES)
     zarchive.save(sd, tmp_path / "h.zarc", compress=False)
     with zarchive.open(tmp_path / "h.zarc") as arc:
         key = f"layers.{2 * MEMBER_ENTRIES + 5}.w"
+        before = arc._reader.source.bytes_read
         assert torch.equal(arc[key], sd[key])
-        assert list(arc._reader.parsed) == [("safetensors", "tensors~3.safetensors")]
+        assert arc._reader.source.bytes_read - before == sd[key].nbytes
+        assert list(arc._reader.parsed) == []
+        arc.load()  # a full read goes by the headers (and checks them)
+        assert len(arc._reader.parsed) == 4
 
 
 def test_ties_across_members_point_at_the_first_member(tmp_path: Path) -> None:

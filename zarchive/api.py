@@ -276,16 +276,16 @@ class ZArchive:
             if storage_options:
                 raise TypeError("storage_options apply to URLs only")
             path = os.fspath(file_path)
-            if os.path.isdir(path) or path.endswith(".safetensors.index.json"):
+            if path.endswith(".safetensors.index.json"):
                 return self._open_folder(path, policy)
             try:
                 source = open_local(path, mmap=self.mmap, what="archive") if lazy else BytesSource(_read_all(path))
             except FileNotFoundError:
                 raise ArchiveNotFoundError(f"no archive at {path!r}") from None
-            except IsADirectoryError:
+            except IsADirectoryError:  # (the gate found no regular file: opening it is all it cost)
                 if not os.path.isdir(path):  # a FIFO, socket or device: the open gate's own message
                     raise
-                raise FormatError(f"{path!r} is a directory, not an archive") from None
+                return self._open_folder(path, policy)
         try:
             with gc_paused():
                 reader = ArchiveReader(

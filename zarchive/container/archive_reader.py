@@ -86,6 +86,15 @@ class ArchiveReader:
         """The metadata's checksum entry `label` of member `name`, validated; None if there is none."""
         return self.entries.checked_entry(name, label)
 
+    def entry_range(self, name: str, label: str, *, path: str | None = None) -> tuple[int, int] | None:
+        """Bytes [begin, end) of member `name` that its checksum entry `label` records, for a reader
+        that finds a tensor by its entry rather than by its member's header (spec section 6); None
+        where the member is stored compressed or records no such entry (its header says where)."""
+        if self.member_entry(name, path=path)["codec"] != "none" or label == HEADER_LABEL:
+            return None
+        placed = self.entries.placed(name, label)
+        return None if placed is None else (placed[0], placed[0] + placed[1])
+
     def checked_entries(self, name: str) -> dict[str, dict[str, Any]]:
         """All checksum entries of a member, validated (and refused if two overlap)."""
         return self.entries.checked_entries(name)
@@ -275,13 +284,16 @@ class ArchiveReader:
         *,
         path: str | None = None,
         own: Callable[[memoryview], memoryview] | None = None,
+        via: ByteSource | None = None,
     ) -> memoryview:
         """Bytes [begin, end) of a member, verified by the entry checksum `label` when it is stored
         uncompressed (so one tensor is checked without reading its neighbours); no check is needed
         once the whole member has been checked.
 
         own: turns this reader's view into the caller's own view of the same bytes (another private
-        mapping of the file); the check then runs on the bytes returned, so their pages are read once."""
+        mapping of the file); the check then runs on the bytes returned, so their pages are read once.
+        via: the caller's own source of the same file (its private mapping), to take the bytes of an
+        uncompressed member from directly, rather than through a view of this reader's."""
         entry = self.member_entry(name, path=path)
         if not (0 <= begin <= end <= entry["size"]):
             raise FormatError("range outside the member", member=name, path=path)
@@ -301,7 +313,7 @@ class ArchiveReader:
         elif self._view_crc is not None and self._needs_check(name, label):  # (a source that reads, not maps)
             data, crc = self._view_crc(info.data_offset + begin, end - begin)  # read and checked in one pass
         else:
-            data = self.source.view(info.data_offset + begin, end - begin)
+            data = (self.source if via is None else via).view(info.data_offset + begin, end - begin)
         if own is not None:
             data = own(data)
         self._check_entry(name, label, begin, data, path, crc)

@@ -9,9 +9,12 @@ from typing import Any, Protocol
 
 from ..errors import FormatError
 from . import byte_groups, codecs
+from .budget import ReadBudget, json_memory_estimate
 from .chunk_reader import ChunkedMember
 from .crc import crc32, crc_hex
+from .member_plan import HEADER_LABEL
 from .pieces import Pieces
+from .safetensors_layout import header_length, parse_header
 from .source import ByteSource, SourceChangedError
 from .zipreader import ZipReader
 
@@ -24,6 +27,7 @@ class VerifiedArchive(Protocol):
     metadata: dict[str, Any]
     max_decompressed: int
     verified_bytes: int  # bytes run through a CRC, counted here
+    budget: ReadBudget
 
     def chunked(self, name: str) -> ChunkedMember: ...
     def checked_entries(self, name: str) -> dict[str, dict[str, Any]]: ...
@@ -57,15 +61,51 @@ def verify_members(reader: VerifiedArchive) -> list[tuple[str, str]]:
                 if crc_hex(content_crc) != entry.get("content_crc32"):
                     problems.append((name, "decompressed bytes do not match content_crc32"))
                 continue
-            for label, e in reader.checked_entries(name).items():
+            entries = reader.checked_entries(name)
+            for label, e in entries.items():
                 reader.verified_bytes += e["size"]
                 if stored_crc(reader, name, e["offset"], e["size"]) != int(e["crc32"], 16):
                     problems.append((name, f"entry {label!r} does not match its checksum"))
+            if entries and entry["codec"] == "none" and name.endswith(".safetensors"):
+                problems += [(name, p) for p in header_disagreements(reader, name, entries)]
         except SourceChangedError:
             raise  # the file itself changed under the check: no member's fault
         except FormatError as e:
             problems.append((name, e.message))
     return problems
+
+
+def header_disagreements(reader: VerifiedArchive, name: str, entries: dict[str, dict[str, Any]]) -> list[str]:
+    """Where an uncompressed `.safetensors` member's header and its checksum entries disagree: a fetch
+    of one tensor finds it by its entry, a full read (and any safetensors reader) by the header, so
+    both must say the same of every tensor."""
+    size = reader.zip.members[name].size
+    hlen = header_length(stored_bytes(reader, name, 0, min(8, size)), size, member=name)
+    head = stored_bytes(reader, name, 0, hlen)
+    reader.budget.fits(json_memory_estimate(head), "parsing its header", member=name)
+    slots = parse_header(memoryview(head), size, member=name)
+    found = []
+    recorded = entries.get(HEADER_LABEL)
+    if recorded is not None and (recorded["offset"], recorded["size"]) != (0, hlen):
+        found.append(f"entry {HEADER_LABEL!r} is not the header (bytes 0..{hlen})")
+    for key in slots:
+        slot, e = slots[key], entries.get(key)
+        if e is None:
+            found.append(f"tensor {key!r} of the header has no checksum entry")
+        elif (e["offset"], e["offset"] + e["size"]) != (slot.begin, slot.end):
+            found.append(f"entry {key!r} disagrees with the header on where the tensor lies")
+    found += [
+        f"entry {label!r} names no tensor of the header"
+        for label in entries
+        if label != HEADER_LABEL and label not in slots
+    ]
+    return found
+
+
+def stored_bytes(reader: VerifiedArchive, name: str, begin: int, length: int) -> bytes:
+    """Bytes [begin, begin + length) of a stored member (a header's: small)."""
+    info = reader.zip.members[name]
+    return bytes(reader.source.view(info.data_offset + begin, length))
 
 
 def damaged_entries(reader: VerifiedArchive, name: str, raw: memoryview | Pieces) -> list[str]:
@@ -92,4 +132,4 @@ def stored_crc(
     return crc
 
 
-__all__ = ["VerifiedArchive", "damaged_entries", "stored_crc", "verify_members"]
+__all__ = ["VerifiedArchive", "damaged_entries", "header_disagreements", "stored_crc", "verify_members"]

@@ -5,6 +5,8 @@ thousands of tensors must not validate thousands of entries it may never read.""
 
 from __future__ import annotations
 
+import itertools
+import operator
 import re
 from typing import Any
 
@@ -95,6 +97,7 @@ class EntryTables:
     def __init__(self, members: dict[str, Any]) -> None:
         self._members = members
         self._tables: dict[str, dict[str, Any]] = {}
+        self._disjoint: set[str] = set()  # members whose entries were checked not to overlap (placed())
 
     def _table(self, name: str) -> dict[str, Any]:
         """Label -> raw checksum entry of a member: an {"offset", "size", "crc32"} object (format 1.0)
@@ -156,6 +159,36 @@ class EntryTables:
         ):
             raise FormatError(f"bad checksum entry {label!r}", member=name)
         return e
+
+    def placed(self, name: str, label: str) -> tuple[int, int] | None:
+        """(offset, size) of entry `label` of member `name`, to find its bytes by (a tensor's, without
+        its member's header); None where the member records no such entry. The member's entries are
+        checked first, once, to lie inside it without overlapping each other, as a header's tiling
+        would be: no two values read from one member share bytes, and reading them all costs at
+        most the member's size."""
+        if name not in self._disjoint:
+            self._check_disjoint(name)
+            self._disjoint.add(name)
+        e = self.checked_entry(name, label)
+        return None if e is None else (e["offset"], e["size"])
+
+    def _check_disjoint(self, name: str) -> None:
+        """Refuse overlapping entries: in one pass at C speed where the rows are in data order (as
+        writers record them, format 1.1), else by checked_entries (which sorts them)."""
+        rows = self._members[name].get("entries")
+        self._table(name)  # (rows that can be indexed, labels unique)
+        if isinstance(rows, list) and rows and set(map(type, rows)) == {list} and set(map(len, rows)) == {4}:
+            offsets, sizes = [r[1] for r in rows], [r[2] for r in rows]
+            ends = list(map(operator.add, offsets, sizes)) if set(map(type, offsets + sizes)) == {int} else None
+            if (
+                ends is not None
+                and min(offsets) >= 0
+                and min(sizes) >= 0
+                and ends[-1] <= self._members[name]["size"]
+                and all(map(operator.le, itertools.islice(ends, len(ends) - 1), itertools.islice(offsets, 1, None)))
+            ):
+                return
+        self.checked_entries(name)  # (raises on what is wrong; passes disjoint rows listed out of order)
 
     def checked_entries(self, name: str) -> dict[str, dict[str, Any]]:
         """All checksum entries of a member, validated, and refused if two of them overlap: a writer

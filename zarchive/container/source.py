@@ -76,6 +76,34 @@ def _pread_into(fd: int, buf: memoryview, offset: int) -> int:
     return got
 
 
+class ReadAhead:
+    """Small ranges of a file read ahead in one pread each (read_ahead), to serve the views that lie
+    inside them without a system call each."""
+
+    def __init__(self) -> None:
+        self.ranges: list[tuple[int, memoryview]] = []  # (offset, bytes)
+
+    def read(self, fd: int, offset: int, length: int, size: int) -> int:
+        """Read [offset, offset + length) of the file (clipped to it; at most MAX_READ_AHEAD bytes,
+        else nothing) unless a range read already holds it; the count of bytes read."""
+        offset = max(0, offset)
+        length = min(length, size - offset)
+        if length <= 0 or length > MAX_READ_AHEAD or self.inside(offset, length) is not None:
+            return 0
+        buf = memoryview(bytearray(length))
+        if _pread_into(fd, buf, offset) != length:
+            raise _shrunk(fd, offset, length, size)
+        self.ranges.append((offset, buf))
+        return length
+
+    def inside(self, offset: int, length: int) -> memoryview | None:
+        """The bytes at [offset, offset + length) where one range read holds them all, else None."""
+        for at, data in self.ranges:
+            if at <= offset and offset + length <= at + data.nbytes:
+                return data[offset - at : offset - at + length]
+        return None
+
+
 class LocalFileSource:
     """A local file read with `pread` into new memory for every range (the default for local paths).
 
@@ -90,36 +118,25 @@ class LocalFileSource:
         self.bytes_read = 0
         self._fd: int | None = fd
         self._close_fd = weakref.finalize(self, _close_fd, fd)
-        self._ahead: list[tuple[int, memoryview]] = []  # (offset, bytes) ranges read ahead (read_ahead)
+        self._ahead = ReadAhead()
 
     def read_ahead(self, offset: int, length: int) -> None:
         """Read a small range now, in one pread, and serve later views that lie inside it from it (each
         view still a copy of its own). Opening an archive reads its zip directory, local headers and
         JSON members, and a first fetch its member's header: a dozen small reads near the file's start
         and end, each a system call and a buffer, that two reads ahead make two."""
-        offset = max(0, offset)
-        length = min(length, self.size - offset)
-        fd = self._fd
-        if fd is None or length <= 0 or length > MAX_READ_AHEAD or self._inside(offset, length) is not None:
-            return
-        buf = memoryview(bytearray(length))
-        if _pread_into(fd, buf, offset) != length:
-            raise _shrunk(fd, offset, length, self.size)
-        self.bytes_read += length
-        self._ahead.append((offset, buf))
+        if self._fd is not None:
+            self.bytes_read += self._ahead.read(self._fd, offset, length, self.size)
 
     def _inside(self, offset: int, length: int) -> memoryview | None:
-        for at, data in self._ahead:
-            if at <= offset and offset + length <= at + data.nbytes:
-                return data[offset - at : offset - at + length]
-        return None
+        return self._ahead.inside(offset, length)
 
     def view(self, offset: int, length: int) -> memoryview:
         _check_range(offset, length, self.size)
         fd = self._fd
         if fd is None:
             raise ValueError("the source is closed")
-        if self._ahead and length <= MAX_READ_AHEAD:
+        if self._ahead.ranges and length <= MAX_READ_AHEAD:
             known = self._inside(offset, length)
             if known is not None:
                 return memoryview(bytearray(known))  # (a copy: the caller's own memory, as always)
@@ -182,7 +199,7 @@ class LocalFileSource:
     def view_crc(self, offset: int, length: int) -> tuple[memoryview, int]:
         """`view(offset, length)` and the CRC-32 of its bytes, in one pass (read_into_crc). Ranges of
         PARALLEL_FROM bytes or more are read on several threads by view(), then checksummed."""
-        if length >= PARALLEL_FROM or (self._ahead and self._inside(offset, length) is not None):
+        if length >= PARALLEL_FROM or (self._ahead.ranges and self._inside(offset, length) is not None):
             data = self.view(offset, length)
             return data, crc32(data)
         _check_range(offset, length, self.size)
@@ -198,58 +215,87 @@ class LocalFileSource:
 class MappedSource:
     """A private, copy-on-write mapping of a local file (opt-in: see the module's docstring).
 
-    Every view is preceded by an fstat: a read of a range past the file's current end raises
-    SourceChangedError instead of touching pages that are gone. Values handed out earlier are not
-    protected: touching them after another process truncated the file raises SIGBUS."""
+    The file is mapped when a view of more than MAX_READ_AHEAD bytes first needs it: until then small
+    views (the zip directory, the JSON members, a header) are read with pread, read-only, and a load
+    takes the bytes of its values from a mapping of its own (private_copy), so opening an archive
+    and fetching one value maps the file once. Every view is preceded by an
+    fstat: a read of a range past the file's current end raises SourceChangedError instead of
+    touching pages that are gone. Values handed out earlier are not protected: touching them after
+    another process truncated the file raises SIGBUS."""
 
     mapped = True
 
     def __init__(self, path: str | os.PathLike[str], *, what: str = "file") -> None:
-        self._fd: int | None = None
-        with open_regular(path, what=what) as f:
-            self.size = os.fstat(f.fileno()).st_size
-            if self.size == 0:
-                self._map: mmap.mmap | None = None
-                self._view = memoryview(b"")
-            else:
-                self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
-                self._view = memoryview(self._map)
-                self._fd = os.dup(f.fileno())  # for private_copy(): the same inode, even once replaced
-        self._close_fd = weakref.finalize(self, _close_fd, self._fd)
+        fd, st = open_regular_fd(path, what=what)  # a FIFO, device or directory: refused without blocking
+        self.size = st.st_size
+        self._fd: int | None = fd  # (also for private_copy(): the same inode, even once replaced)
+        self._close_fd = weakref.finalize(self, _close_fd, fd)
+        self._map: mmap.mmap | None = None
+        self._view: memoryview | None = None
+        self._ahead = ReadAhead()
+
+    def _mapping(self) -> memoryview:
+        if self._fd is None:
+            raise ValueError("the source is closed")
+        if self._view is None:
+            self._map = mmap.mmap(self._fd, 0, access=mmap.ACCESS_COPY)
+            self._view = memoryview(self._map)
+        return self._view
+
+    def read_ahead(self, offset: int, length: int) -> None:
+        """Read a small range with one pread and serve views inside it from that copy (read-only)."""
+        if self._fd is not None:
+            self._ahead.read(self._fd, offset, length, self.size)
 
     def private_copy(self) -> MappedSource:
         """Another copy-on-write mapping of the same file. A private mapping is private to the mapping,
         not to each view of it: values written through one load's views would show in the next load
         from the same mapping, so each load takes its own."""
-        if self._fd is None:
+        if self._fd is None or self.size == 0:
             raise ValueError("the source is closed (or empty)")
+        fd = os.dup(self._fd)
         # another instance of this class, set up by the class itself
         other = MappedSource.__new__(MappedSource)
-        other.size, other._fd = self.size, os.dup(self._fd)  # noqa: SLF001
-        other._map = mmap.mmap(self._fd, 0, access=mmap.ACCESS_COPY)  # noqa: SLF001
+        other.size, other._fd, other._ahead = self.size, fd, ReadAhead()  # noqa: SLF001
+        other._close_fd = weakref.finalize(other, _close_fd, fd)  # noqa: SLF001
+        other._map = mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)  # noqa: SLF001
         other._view = memoryview(other._map)  # noqa: SLF001
-        other._close_fd = weakref.finalize(other, _close_fd, other._fd)  # noqa: SLF001
         return other
 
     def view(self, offset: int, length: int) -> memoryview:
         _check_range(offset, length, self.size)
-        if self._fd is not None and length and os.fstat(self._fd).st_size < offset + length:
-            raise _shrunk(self._fd, offset, length, self.size)
-        return self._view[offset : offset + length]
+        fd = self._fd
+        if fd is None:
+            raise ValueError("the source is closed")
+        if not length:
+            return memoryview(b"")
+        if length <= MAX_READ_AHEAD and self._view is None:  # (small: read, rather than map the file for it)
+            known = self._ahead.inside(offset, length) if self._ahead.ranges else None
+            if known is None:
+                known = memoryview(bytearray(length))
+                if _pread_into(fd, known, offset) != length:
+                    raise _shrunk(fd, offset, length, self.size)
+            return known.toreadonly()
+        if os.fstat(fd).st_size < offset + length:
+            raise _shrunk(fd, offset, length, self.size)
+        return self._mapping()[offset : offset + length]
 
     def advise_sequential(self, offset: int, length: int) -> None:
         """Ask the kernel to read ahead a range we are about to scan in full."""
-        if self._map is not None and hasattr(mmap, "MADV_WILLNEED"):
-            page = mmap.PAGESIZE
-            start = offset - offset % page
-            try:
+        if self._fd is None or not self.size or not hasattr(mmap, "MADV_WILLNEED"):
+            return
+        self._mapping()
+        page = mmap.PAGESIZE
+        start = offset - offset % page
+        try:
+            if self._map is not None:
                 self._map.madvise(mmap.MADV_WILLNEED, start, min(length + offset - start, self.size - start))
-            except (OSError, ValueError):
-                pass
+        except (OSError, ValueError):
+            pass
 
     def close(self) -> None:
         # Views handed out keep the mapping alive; dropping our references is all that is safe.
-        self._view = memoryview(b"")
+        self._view = None
         self._map = None
         self._fd = None
         self._close_fd()

@@ -182,9 +182,13 @@ class LoadContext:
         policy: ReadPolicy | None = None,
         map_location: Any = None,
         dtype: Any = None,
+        whole: bool = False,
     ) -> None:
         self.registry = registry
         self.reader = archive
+        # a full read (it reads every member whole): tensors are found by their members' headers,
+        # which it checks; a fetch of one value finds them by their checksum entries (tensor_slots)
+        self.whole = whole
         self.settings = settings
         self.plan = plan if plan is not None else Plan()
         self.policy = policy if policy is not None else ReadPolicy()
@@ -330,7 +334,9 @@ class LoadContext:
     def member_range(self, name: Any, begin: int, end: int, label: str) -> memoryview:
         """Bytes [begin, end) of a member, verified by entry `label`; writable and this load's own."""
         name = self._member(name)
-        return self.archive.member_range(name, begin, end, label, own=lambda data: self._own(name, begin, data))
+        archive = self.archive
+        via = self._private_mapping() if archive.source.mapped and hasattr(archive.source, "private_copy") else None
+        return archive.member_range(name, begin, end, label, own=lambda data: self._own(name, begin, data), via=via)
 
     def member_range_into(self, name: Any, begin: int, label: str, out: memoryview) -> None:
         """Fill `out` with bytes [begin, begin + len(out)) of a member, verified by entry `label`."""
@@ -353,15 +359,20 @@ class LoadContext:
         elif codec != "none":
             owned = memoryview(bytearray(data))  # the reader keeps decoded members for later loads
         elif getattr(source, "mapped", False) and hasattr(source, "private_copy"):
-            if self._mapping is None:
-                self._mapping = source.private_copy()
-            owned = self._mapping.view(self.archive.zip.members[name].data_offset + begin, data.nbytes)
+            owned = self._private_mapping().view(self.archive.zip.members[name].data_offset + begin, data.nbytes)
         elif getattr(source, "mapped", False):
             owned = memoryview(bytearray(data))
         else:
             owned = data  # an unmapped source reads every range into a new buffer
         self._owned[key] = owned
         return owned
+
+    def _private_mapping(self) -> Any:
+        """This load's own copy-on-write mapping of the file (a mapped source's private_copy), made
+        on first use."""
+        if self._mapping is None:
+            self._mapping = self.archive.source.private_copy()  # type: ignore[attr-defined]  # (mapped sources have it)
+        return self._mapping
 
     def member_entry(self, name: Any) -> dict[str, Any]:
         return self.reader.member_entry(self._member(name), path=self.path_str)

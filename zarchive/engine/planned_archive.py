@@ -194,13 +194,21 @@ class PlannedArchive(TreeBrowser):
         reader = self._reader
         decoding = DecodeAhead(reader, list(plan.members)) if ahead and isinstance(reader, ArchiveReader) else None
         try:
-            return self._construct(plan, node, path, map_location, dtype, root_class)
+            return self._construct(plan, node, path, map_location, dtype, root_class, whole=ahead)
         finally:
             if decoding is not None:
                 decoding.close()
 
     def _construct(
-        self, plan: Plan, node: Any, path: str, map_location: Any, dtype: Any, root_class: type | None
+        self,
+        plan: Plan,
+        node: Any,
+        path: str,
+        map_location: Any,
+        dtype: Any,
+        root_class: type | None,
+        *,
+        whole: bool = False,
     ) -> Any:
         policy = self._policy if root_class is None else self._policy.with_root_class(root_class)
         ctx = LoadContext(
@@ -211,6 +219,7 @@ class PlannedArchive(TreeBrowser):
             policy=policy,
             map_location=map_location,
             dtype=dtype,
+            whole=whole,
         )
         ctx.path = split_path(path)
         with gc_paused():

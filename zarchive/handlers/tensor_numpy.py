@@ -1,8 +1,8 @@
 """torch tensors read back as numpy arrays, without importing torch (for JAX, MLX and numpy users).
 
 `NumpyTensorHandler` reads the same `torch.Tensor` nodes as the torch handler, with the same checks
-and errors: the member's safetensors header is parsed once per opened archive, the manifest's dtype
-and shape must agree with the member, and tensors that shared storage come back as arrays sharing
+and errors: each tensor is found in its member as the torch handler finds it (handlers.tensor_slots),
+the manifest's dtype and shape must agree with the member, and tensors that shared storage come back as arrays sharing
 memory. It only reads: it accepts no class, so saving still goes through the torch handler.
 
 dtypes: numpy's own types where numpy has one; bfloat16, the float8 types and complex32 through the
@@ -16,18 +16,17 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..container.byte_groups import CODEC as BYTE_GROUPS_CODEC
 from ..container.npy import check_shape
-from ..container.safetensors_layout import TensorSlot, header_length, parse_header
+from ..container.safetensors_layout import TensorSlot
 from ..errors import DeviceError, FormatError, UnsupportedDtypeError
 from ..nodes.arrays import SAFETENSORS_CODES, TensorSchema
 from .allocation import cast_array
 from .base import Handler
+from .tensor_slots import find_slot
 
 if TYPE_CHECKING:
     from ..engine.context import LoadContext, Node, SaveContext
@@ -121,48 +120,6 @@ def cast_target(dtype: Any) -> np.dtype[Any] | None:
         raise TypeError(f"dtype must be a numpy dtype or a dtype name, not {str(dtype)[:60]!r}") from None
 
 
-# --- the safetensors member: where a tensor lies (could serve the torch handler as well) ---
-
-
-def find_slot(name: Any, key: str, ctx: LoadContext) -> TensorSlot:
-    """Where tensor `key` lies in member `name`, from the member's own header (parsed and checked
-    once per opened archive, so fetching one tensor after another does not parse it again)."""
-    slots = _parsed(ctx).get(("safetensors", name)) if isinstance(name, str) else None
-    if slots is None:
-        slots = member_slots(name, ctx)
-    slot = slots.get(key)
-    if slot is None:
-        raise FormatError(f"tensor {key!r} is not in the member", member=name, path=ctx.path_str)
-    return slot  # type: ignore[no-any-return]
-
-
-def member_slots(name: Any, ctx: LoadContext) -> Mapping[str, TensorSlot]:
-    """The parsed, checked header of safetensors member `name`; parsed once per opened archive."""
-    entry = ctx.member_entry(name)  # (checks that `name` is a member name)
-    slots = parse_header(_header_bytes(name, entry["size"], entry["codec"], ctx), entry["size"], member=name)
-    _parsed(ctx)[("safetensors", name)] = slots
-    return slots
-
-
-# The only code that reaches into the archive reader beyond the LoadContext's own methods.
-def _parsed(ctx: LoadContext) -> dict[tuple[str, str], Any]:
-    """The reader's cache of parsed member headers, shared by every load from the opened archive."""
-    return ctx.archive.parsed
-
-
-def _header_bytes(name: str, size: int, codec: str, ctx: LoadContext) -> memoryview:
-    """A safetensors member's header bytes (at least header_length() of them), verified."""
-    archive = ctx.archive
-    if codec in ("none", BYTE_GROUPS_CODEC):  # the header alone (chunks: the chunks holding it)
-        # 8 bytes, not the whole member (a remote file would fetch it all)
-        hlen = header_length(archive.member_prefix(name, 8, path=ctx.path_str), size, member=name)
-        return archive.header_range(name, hlen, path=ctx.path_str)
-    # compressed: the header must tile the declared size before the whole member is decompressed
-    hlen = header_length(archive.member_prefix(name, 8, path=ctx.path_str), size, member=name)
-    parse_header(memoryview(archive.member_prefix(name, hlen, path=ctx.path_str)), size, member=name)
-    return ctx.member_bytes(name, shared=True)
-
-
 # --- the handler ---
 
 
@@ -212,10 +169,11 @@ class NumpyTensorHandler(TensorSchema, Handler):
         key = node.get("key")
         if not isinstance(key, str):
             raise ctx.error("tensor node lacks its 'key' in the member")
-        slot = find_slot(ref, key, ctx)
+        st_code = SAFETENSORS_CODES.get(name)
+        nbytes = math.prod(shape) * dtype.itemsize
+        stored = ("U8", None) if view is not None else ("U8", (nbytes,)) if st_code is None else (st_code, shape)
+        slot = find_slot(ref, key, stored, ctx)
         if view is None:
-            st_code = SAFETENSORS_CODES.get(name)
-            nbytes = math.prod(shape) * dtype.itemsize
             if (st_code is None and (slot.dtype != "U8" or slot.shape != (nbytes,))) or (
                 st_code is not None and (slot.dtype != st_code or slot.shape != shape)
             ):

@@ -7,20 +7,19 @@ the file without copying where the read asks for it (mmap=True).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import torch
 
-from ..container.byte_groups import CODEC as BYTE_GROUPS_CODEC
 from ..container.npy import check_shape
-from ..container.safetensors_layout import TensorSlot, header_length, parse_header
+from ..container.safetensors_layout import TensorSlot
 from ..container.shapes import shape_problem
 from ..engine.context import LoadContext, Node, SaveContext
 from ..errors import DeviceError, FormatError
 from ..nodes.arrays import TensorSchema
 from .allocation import cast_tensor
 from .base import Handler
+from .tensor_slots import Stored, find_slot
 from .torch_device import fill_on_device, uses_pinned_path
 from .torch_members import TensorTable
 from .torch_types import ST_CODE, ST_TORCH, dtype_from_name, dtype_name, place
@@ -123,7 +122,7 @@ class TensorHandler(TensorSchema, Handler):
         name, key = node.get("$ref"), node.get("key")
         if not isinstance(key, str) or not isinstance(name, str):
             return False  # (load() names what is wrong)
-        slot = _find_slot(name, key, ctx)
+        slot = find_slot(name, key, _stored(dtype, shape), ctx)
         _check_slot(slot, dtype, shape, name, key, ctx)
         if slot.end - slot.begin != out.numel() * out.element_size():
             raise FormatError(f"the member's slot of {key!r} has the wrong size", member=name, path=ctx.path_str)
@@ -148,7 +147,7 @@ class TensorHandler(TensorSchema, Handler):
             raise ctx.error("tensor node lacks its 'key' in the member")
         if not isinstance(name, str):
             raise ctx.error("'$ref' must be a member name")
-        slot = _find_slot(name, key, ctx)
+        slot = find_slot(name, key, _stored(dtype, shape) if view is None else ("U8", None), ctx)
         base = _slot_tensor(name, slot, ctx)
         if device is not None and base.device != device:
             # move the stored bytes once, then view them there, so that views still share memory
@@ -171,6 +170,13 @@ class TensorHandler(TensorSchema, Handler):
             return base.view(dtype).as_strided(shape, stride, offset)
         except RuntimeError as e:
             raise ctx.error(f"tensor view outside its storage: {e}") from None
+
+
+def _stored(dtype: torch.dtype, shape: tuple[int, ...]) -> Stored:
+    """What the member stores for a whole tensor of this dtype and shape: its safetensors code and
+    shape, or U8 bytes for dtypes safetensors has no code for."""
+    st_code, raw = ST_CODE.get(dtype, ("U8", True))
+    return (st_code, (math.prod(shape) * dtype.itemsize,) if raw else shape)
 
 
 def _check_slot(
@@ -199,35 +205,6 @@ def _to_device(t: torch.Tensor, device: torch.device, node: dict[str, Any], ctx:
             "(e.g. 'cpu' or {'cuda:0': 'cpu'})",
             path=ctx.path_str,
         ) from None
-
-
-def _find_slot(name: Any, key: str, ctx: LoadContext) -> TensorSlot:
-    """Where tensor `key` lies in member `name`, from the member's own header (parsed and checked
-    once per opened archive, so lazily fetching one tensor after another does not parse it again)."""
-    slots = ctx.archive.parsed.get(("safetensors", name)) if isinstance(name, str) else None
-    if slots is None:
-        slots = _member_slots(name, ctx)
-    slot = slots.get(key)
-    if slot is None:
-        raise FormatError(f"tensor {key!r} is not in the member", member=name, path=ctx.path_str)
-    return slot
-
-
-def _member_slots(name: Any, ctx: LoadContext) -> Mapping[str, TensorSlot]:
-    """The parsed, checked header of a safetensors member; parsed once per opened archive."""
-    entry = ctx.member_entry(name)
-    size = entry["size"]
-    if entry["codec"] in ("none", BYTE_GROUPS_CODEC):  # the header alone (chunks: the chunks holding it)
-        # 8 bytes, not the whole member (a remote file would fetch it all)
-        hlen = header_length(ctx.archive.member_prefix(name, 8, path=ctx.path_str), size, member=name)
-        head = ctx.archive.header_range(name, hlen, path=ctx.path_str)
-    else:  # the header must tile the declared size before the whole member is decompressed
-        hlen = header_length(ctx.archive.member_prefix(name, 8, path=ctx.path_str), size, member=name)
-        parse_header(memoryview(ctx.archive.member_prefix(name, hlen, path=ctx.path_str)), size, member=name)
-        head = ctx.member_bytes(name, shared=True)
-    slots = parse_header(head, size, member=name)
-    ctx.archive.parsed[("safetensors", name)] = slots
-    return slots
 
 
 def _slot_tensor(name: str, slot: TensorSlot, ctx: LoadContext) -> torch.Tensor:
