@@ -29,6 +29,9 @@ torch.save checkpoints as before):
 
     class MyModule(ZArchiveCheckpoints, L.LightningModule): ...
     model = MyModule.load_from_checkpoint("checkpoints/last.ckpt")
+
+Modules: checkpoint_io (the plugins), checkpoint_data (the conversions above, both ways),
+from_checkpoint (load_from_checkpoint, ZArchiveCheckpoints, is_zarchive).
 """
 
 from __future__ import annotations
