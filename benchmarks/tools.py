@@ -228,48 +228,32 @@ def _pickle_tools(w: Workload) -> list[Tool]:
     ]
 
 
+_ARROW_FILES = (("arrow-ipc-zstd", ".arrow"), ("parquet", ".parquet"))  # the two peers' names and files
+_Peer = tuple[Callable[[Any, str], None], Callable[[str], Any], str]  # write, read, note
+
+
 def _arrow_file_tools(w: Workload) -> list[Tool]:
-    """Arrow IPC with zstd (the Feather v2 file) and Parquet, as pandas and polars users write tables."""
+    """Arrow IPC with zstd (the Feather v2 file) and Parquet, as pandas and polars users write tables:
+    each library's own writer and reader of the two files (_ARROW_FILES)."""
+    peers: tuple[_Peer, _Peer]
     if w.kind == "polars":
         import polars as pl
 
-        return [
-            Tool(
-                "arrow-ipc-zstd",
-                ".arrow",
-                _durable(lambda o, p: o.write_ipc(p, compression="zstd")),
-                pl.read_ipc,
-                None,
-                note='write_ipc(compression="zstd") + fsync / pl.read_ipc',
-            ),
-            Tool(
-                "parquet",
-                ".parquet",
-                _durable(lambda o, p: o.write_parquet(p)),
-                pl.read_parquet,
-                None,
-                note="write_parquet (zstd, polars' default) + fsync / pl.read_parquet",
-            ),
-        ]
-    import pandas as pd
+        peers = (
+            (lambda o, p: o.write_ipc(p, compression="zstd"), pl.read_ipc, 'write_ipc(compression="zstd") + fsync / pl.read_ipc'),
+            (lambda o, p: o.write_parquet(p), pl.read_parquet, "write_parquet (zstd, polars' default) + fsync / pl.read_parquet"),
+        )  # fmt: skip
+    else:
+        import pandas as pd
 
+        peers = (
+            (lambda o, p: o.to_feather(p, compression="zstd"), pd.read_feather,
+             'to_feather(compression="zstd") (Arrow IPC) + fsync / pd.read_feather'),
+            (lambda o, p: o.to_parquet(p), pd.read_parquet, "to_parquet (pyarrow, snappy) + fsync / pd.read_parquet"),
+        )  # fmt: skip
     return [
-        Tool(
-            "arrow-ipc-zstd",
-            ".arrow",
-            _durable(lambda o, p: o.to_feather(p, compression="zstd")),
-            pd.read_feather,
-            None,
-            note='to_feather(compression="zstd") (Arrow IPC) + fsync / pd.read_feather',
-        ),
-        Tool(
-            "parquet",
-            ".parquet",
-            _durable(lambda o, p: o.to_parquet(p)),
-            pd.read_parquet,
-            None,
-            note="to_parquet (pyarrow, snappy) + fsync / pd.read_parquet",
-        ),
+        Tool(name, ext, _durable(write), read, None, note=note)
+        for (name, ext), (write, read, note) in zip(_ARROW_FILES, peers)
     ]
 
 

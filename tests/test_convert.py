@@ -19,7 +19,8 @@ from zanj import ZANJ
 
 import zarchive
 from zarchive.errors import FormatError, RefusedPickleError, UnknownTypeError
-from zarchive.formats.convert_in import _separate_shared, conversion_kind, convert, zarc_to_safetensors
+from zarchive.formats.archive_to_safetensors import separate_shared
+from zarchive.formats.convert_in import conversion_kind, convert, zarc_to_safetensors
 
 # ZANJ (through muutils) converts tensors with np.array(tensor), which numpy 2 warns about
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
@@ -124,7 +125,7 @@ def test_tensors_sharing_memory_are_written_as_copies(tmp_path: Path) -> None:
     base = torch.arange(12.0)
     tensors = {"all": base, "tail": base[4:], "other": torch.ones(2)}
     notes: list[str] = []
-    _separate_shared(tensors, notes)
+    separate_shared(tensors, notes)
     assert tensors["tail"].untyped_storage().data_ptr() != base.untyped_storage().data_ptr()
     assert tensors["all"] is base and notes == ["1 tensor(s) are views of another's storage and were written as copies"]
     save_file(tensors, tmp_path / "ok.safetensors")  # safetensors itself refuses shared memory

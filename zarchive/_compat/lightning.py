@@ -7,7 +7,7 @@ names (`lightning.pytorch` and `pytorch_lightning`), each with its own copy, pro
 
 Probes (see the package docstring for the rule), "lightning.load_state:<namespace>": the function
 exists and takes (cls, checkpoint, strict=..., **kwargs). Fallback: None, and the caller builds
-the object with public API (zarchive.lightning's `_load_state_publicly`).
+the object with public API (zarchive.lightning.from_checkpoint's `_load_state_publicly`).
 """
 
 from __future__ import annotations

@@ -11,15 +11,16 @@ bytes those hold, and how many nodes there are. Then, before anything is built:
   loader: `use_code`). `Plan.classes` is the one list of both: audit() shows it, and construction
   calls no code that is not in it (LoadContext.check_code);
 - a node this reader does not know, in a file of a newer minor format version, is a VersionError.
-Phase two (context.LoadContext) constructs from the manifest as planned.
+What the caller allows (trusted=, unresolved=, tensors=, the limits) is a ReadPolicy
+(engine.read_policy). Phase two (context.LoadContext) constructs from the manifest as planned.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from ..container import byte_groups
 from ..container.budget import ReadBudget, json_memory_floor
@@ -29,71 +30,8 @@ from ..errors import FormatError, UnknownTypeError, UnsafeArchiveError, Untruste
 from ..nodes.base import NodeSchema, SchemaSource
 from .objpath import join_path
 from .protocol import FORMAT_MAJOR, FORMAT_MINOR, FORMAT_VERSION
-from .typeref import CLASS_KINDS, class_tag, code_tag, is_zarchive_code, resolve_class
-
-DEFAULT_MAX_NODES = 20_000_000
-Unresolved = Literal["raise", "generic"]
-TensorsAs = Literal["torch", "numpy"]
-
-
-@dataclass(frozen=True)
-class ReadPolicy:
-    """What a read may construct, and how much it may read."""
-
-    trusted: frozenset[str] | None = None  # class and callable tags; None: every resolvable class
-    given: dict[str, type] = field(default_factory=dict)  # classes passed in trusted= or as the root's class
-    unresolved: Unresolved = "raise"
-    tensors: TensorsAs = "torch"
-    max_nodes: int = DEFAULT_MAX_NODES
-    max_read_bytes: int | None = None  # None: container.budget.default_read_budget(the file's size)
-
-    @classmethod
-    def make(
-        cls,
-        *,
-        trusted: Iterable[type | str | Callable[..., Any]] | None = None,
-        unresolved: str = "raise",
-        tensors: str = "torch",
-        max_nodes: int = DEFAULT_MAX_NODES,
-        max_read_bytes: int | None = None,
-    ) -> ReadPolicy:
-        if unresolved not in ("raise", "generic"):
-            raise ValueError(f"unresolved must be 'raise' or 'generic', not {unresolved!r}")
-        if tensors not in ("torch", "numpy"):
-            raise ValueError(f"tensors must be 'torch' or 'numpy', not {tensors!r}")
-        for name, v in (("max_nodes", max_nodes), ("max_read_bytes", max_read_bytes)):
-            if v is None and name == "max_read_bytes":
-                continue
-            if type(v) is not int or v <= 0:
-                raise ValueError(f"{name} must be a positive int, not {v!r}")
-        tags: set[str] | None = None
-        given: dict[str, type] = {}
-        if trusted is not None:
-            if isinstance(trusted, (str, type)):
-                trusted = [trusted]
-            tags = set()
-            for t in trusted:
-                if isinstance(t, type):
-                    tags.add(class_tag(t))
-                    given[class_tag(t)] = t
-                elif isinstance(t, str) and t.count(":") == 1:
-                    tags.add(t)
-                elif callable(t) and isinstance(getattr(getattr(t, "__func__", t), "__qualname__", None), str):
-                    tags.add(code_tag(t))  # a function (a registered loader): trusted by its tag
-                else:
-                    raise TypeError(f"trusted= takes classes, functions and 'module:QualName' tags, not {t!r}")
-        return cls(
-            frozenset(tags) if tags is not None else None,
-            given,
-            unresolved,  # type: ignore[arg-type]
-            tensors,  # type: ignore[arg-type]
-            max_nodes,
-            max_read_bytes,
-        )
-
-    def with_root_class(self, cls: type) -> ReadPolicy:
-        """The same policy, reading `cls` (chosen by the caller) wherever the file names its tag."""
-        return dataclasses.replace(self, given={**self.given, class_tag(cls): cls})
+from .read_policy import DEFAULT_MAX_NODES, ReadPolicy, TensorsAs, Unresolved
+from .typeref import CLASS_KINDS, code_tag, is_zarchive_code, resolve_class
 
 
 @dataclass
@@ -441,3 +379,17 @@ def field_functions(cls: type) -> list[tuple[str, str]]:
             if fn is not None:
                 out.append((f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', '?')}", f.name))
     return out
+
+
+__all__ = [  # with the read policy's names (engine.read_policy), which readers import from here
+    "DEFAULT_MAX_NODES",
+    "MAX_DEPTH",
+    "MemberReader",
+    "Plan",
+    "Planner",
+    "ReadPolicy",
+    "TensorsAs",
+    "Unresolved",
+    "field_functions",
+    "file_version",
+]

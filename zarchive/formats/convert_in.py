@@ -4,7 +4,8 @@ Into a `.zarc`: a ZANJ file (read with zarchive's own ZANJ reader), a `.safetens
 a dict of tensor name -> tensor, names kept), or a `torch.save` file (`.pt`/`.pth`), read by
 zarchive's restricted reader (tensors, parameters and plain containers; its pickle is parsed, never
 unpickled), so a checkpoint that holds anything else is refused rather than executed.
-Out of a `.zarc`: a plain `.safetensors` of every tensor and numeric array, named by object path.
+Out of a `.zarc`: a plain `.safetensors` of every tensor and numeric array, named by object path
+(formats.archive_to_safetensors), and subtrees, `.pt` files and shards (formats.convert_out).
 
 Every function returns a ConvertReport whose notes say what was changed on the way (renamed, dropped
 or copied tensors), so the command line can tell the user.
@@ -12,15 +13,13 @@ or copied tensors), so the command line can tell the user.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..container.safetensors_layout import MAX_HEADER_BYTES
-from ..engine.objpath import escape
-from ..errors import ArchiveNotFoundError, FormatError, SaveError, UnknownTypeError, ZArchiveError
-from .convert_out import check_output_size, write_beside
+from ..errors import ArchiveNotFoundError, FormatError, ZArchiveError
+from .archive_to_safetensors import archive_to_safetensors
+from .convert_out import check_output_size
 
 ZARC_EXTS = (".zarc",)
 TORCH_EXTS = (".pt", ".pth")
@@ -265,48 +264,6 @@ def zarc_to_zarc(src: PathLike, dst: PathLike, *, compress: Any = True, max_byte
 
 
 # --- out of .zarc ---
-_TENSOR_TAG = "torch.Tensor"
-RESERVED_SAFETENSORS_KEY = "__metadata__"  # the header key of a .safetensors file's text metadata
-_ARRAY_TAG = "numpy.ndarray"
-
-
-def _walk_values(
-    arc: Any, node: Any, path: list[str], out: list[tuple[list[str], dict[str, Any]]], notes: list[str], depth: int = 0
-) -> None:
-    """Collect (object path, node) of every tensor and array below `node`, without loading anything."""
-    if depth > 200:
-        return
-    if isinstance(node, dict) and node.get("$type") in (_TENSOR_TAG, _ARRAY_TAG):
-        out.append((path, node))
-        return
-    try:
-        kids = arc.children(node)
-    except UnknownTypeError:
-        notes.append(f"skipped /{'/'.join(path)}: a {str(node.get('$type'))[:60]!r} value this zarchive cannot read")
-        return
-    for key, child in (kids or {}).items():
-        _walk_values(arc, child, [*path, key], out, notes, depth + 1)
-
-
-def _identity(node: dict[str, Any], path: list[str]) -> tuple[Any, ...]:
-    """Nodes with equal identities are one tensor stored once (tied weights, shared arrays)."""
-    ref = node.get("$ref")
-    if ref is None:
-        return ("inline", tuple(path))
-    fields = (node.get("$type"), ref, node.get("key"), node.get("view"))  # from the file: any JSON, so as text
-    return tuple(json.dumps(f, sort_keys=True) for f in fields)
-
-
-def _names(paths: list[list[str]], notes: list[str]) -> list[str]:
-    """Tensor names: object path components joined with '/'; escaped (~1 for a '/' inside a key)
-    only where plain joining would give two tensors one name."""
-    plain = ["/".join(p) if p else "tensor" for p in paths]
-    if len(set(plain)) == len(plain):
-        return plain
-    notes.append("some keys contain '/', so names were escaped as object paths ('~1' for '/', '~0' for '~')")
-    return ["/".join(escape(c) for c in p) if p else "tensor" for p in paths]
-
-
 def zarc_to_safetensors(src: PathLike, dst: PathLike, *, max_bytes: int | None = None) -> ConvertReport:
     """Every tensor (and numeric numpy array) of an archive in one `.safetensors`, named by object path.
 
@@ -314,128 +271,5 @@ def zarc_to_safetensors(src: PathLike, dst: PathLike, *, max_bytes: int | None =
     weights) is written once, under its first path, and the others are listed in the file's metadata
     under "zarchive.aliases"; different views of one storage are written as separate copies.
     """
-    import numpy as np
-    import torch
-    from safetensors.torch import save_file
-
-    from ..shortcuts import open as open_archive
-
-    report = ConvertReport(os.fspath(src), os.fspath(dst), "zarc->safetensors")
-    found: list[tuple[list[str], dict[str, Any]]] = []
-    with open_archive(src) as arc:
-        if getattr(arc, "format", "zarchive") != "zarchive":
-            raise FormatError("converting to .safetensors needs a zarchive (.zarc); convert the ZANJ file first")
-        _walk_values(arc, arc.manifest["root"], [], found, report.notes)
-        names = _names([p for p, _ in found], report.notes)
-        kept: dict[tuple[Any, ...], str] = {}
-        aliases: dict[str, str] = {}
-        tensors: dict[str, torch.Tensor] = {}
-        for (path, node), name in zip(found, names):
-            ident = _identity(node, path)
-            if ident in kept:
-                aliases[name] = kept[ident]
-                continue
-            value = arc.get("/".join(escape(c) for c in path))
-            if isinstance(value, np.ndarray):
-                if value.dtype.kind not in "biufc" or value.dtype.hasobject:
-                    report.notes.append(f"skipped {name}: numpy dtype {value.dtype} has no safetensors equivalent")
-                    continue
-                value = torch.from_numpy(value.astype(value.dtype.newbyteorder("="), copy=False))
-            t = value.detach().to("cpu")
-            kept[ident] = name
-            tensors[name] = t
-    check_output_size(tensors, os.fspath(src), max_bytes, fmt="safetensors")
-    _separate_shared(tensors, report.notes)
-    unsupported = [n for n, t in tensors.items() if not _safetensors_dtype(t.dtype)]
-    for n in unsupported:
-        report.notes.append(f"skipped {n}: dtype {tensors.pop(n).dtype} has no safetensors equivalent")
-    if aliases:
-        report.notes.append(
-            f"{len(aliases)} tensor(s) share storage with another (tied weights) and are written once; "
-            "their names are listed in the file's metadata under 'zarchive.aliases'"
-        )
-    metadata = {"format": "pt", "converted_from": "zarchive"}
-    if aliases:
-        metadata["zarchive.aliases"] = json.dumps(aliases, ensure_ascii=True)
-    _check_safetensors_names(tensors, metadata)
-
-    def write(tmp: str) -> None:
-        try:
-            save_file(tensors, tmp, metadata=metadata)
-        except Exception as e:  # noqa: BLE001  # safetensors' own error type lives in its Rust extension
-            raise SaveError(f"safetensors cannot write this file: {type(e).__name__}: {str(e)[:300]}") from None
-
-    write_beside(os.fspath(dst), write)()
-    report.count = len(tensors)
-    return report
-
-
-_WRITABLE: dict[Any, bool] = {}  # torch dtype -> whether the installed safetensors writes it (bounded: dtypes)
-
-
-def _safetensors_dtype(dtype: Any) -> bool:
-    """Whether the installed safetensors' torch writer can store this dtype (versions differ: 0.4 has no
-    complex64, none has complex128 or the sub-byte types): asked once per dtype, by writing one
-    element to bytes with its public `save`."""
-    known = _WRITABLE.get(dtype)
-    if known is None:
-        import torch
-        from safetensors.torch import save
-
-        try:
-            save({"x": torch.zeros(1, dtype=dtype)})
-            known = True
-        except Exception:  # noqa: BLE001 - KeyError, TypeError, RuntimeError: whatever says "not this dtype"
-            known = False
-        _WRITABLE[dtype] = known
-    return known
-
-
-def _check_safetensors_names(tensors: dict[str, Any], metadata: dict[str, str]) -> None:
-    """Refuse, before anything is written, tensor names a `.safetensors` file cannot hold: the header
-    key `__metadata__` (reserved for the file's text metadata), names that are not valid UTF-8 text
-    (lone surrogates from a key), and names so long that the header passes the 100 MB safetensors
-    allows its readers."""
-    for name in tensors:
-        if name == RESERVED_SAFETENSORS_KEY:
-            raise SaveError(
-                f"a tensor would be named {name!r}, which the safetensors format reserves for the file's "
-                "metadata: rename that key in the archive (or save the tensor under another key) and convert again",
-                path=name,
-            )
-        try:
-            name.encode("utf-8")
-        except UnicodeEncodeError:
-            raise SaveError(
-                f"the tensor name {name[:80]!r} is not valid UTF-8 text (it holds a lone surrogate), which a "
-                ".safetensors header cannot hold: rename that key and convert again",
-                path=name,
-            ) from None
-    # header size: what safetensors writes, with every offset at its longest
-    header = {
-        n: {"dtype": "BF16", "shape": list(t.shape), "data_offsets": [1 << 63, 1 << 63]} for n, t in tensors.items()
-    }
-    size = len(json.dumps({"__metadata__": metadata, **header}, ensure_ascii=False).encode("utf-8"))
-    if size > MAX_HEADER_BYTES:
-        raise SaveError(
-            f"the tensor names make a .safetensors header of about {size:,} bytes, over the {MAX_HEADER_BYTES:,} "
-            "safetensors allows: shorten the keys and convert again"
-        )
-
-
-def _separate_shared(tensors: dict[str, Any], notes: list[str]) -> None:
-    """Copy tensors whose memory overlaps another's, and make every tensor contiguous."""
-    seen: dict[tuple[int, int], str] = {}
-    copied = []
-    for name, t in tensors.items():
-        t = t.contiguous()
-        if t.numel():
-            key = (t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
-            if key in seen:
-                t = t.clone()
-                copied.append(name)
-            else:
-                seen[key] = name
-        tensors[name] = t
-    if copied:
-        notes.append(f"{len(copied)} tensor(s) are views of another's storage and were written as copies")
+    count, notes = archive_to_safetensors(os.fspath(src), os.fspath(dst), max_bytes=max_bytes)
+    return ConvertReport(os.fspath(src), os.fspath(dst), "zarc->safetensors", count=count, notes=notes)

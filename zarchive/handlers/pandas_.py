@@ -31,7 +31,8 @@ from ..engine.objpath import join_path
 from ..errors import SaveError
 from ..nodes.tables import PandasFrameSchema, PandasIndexSchema, PandasSeriesSchema
 from .base import Handler, expect
-from .pandas_arrays import at_child, column_values, load_values, unsupported
+from .pandas_arrays import column_values, unsupported
+from .pandas_parts import at_child, load_values
 from .pandas_scalars import check_freq
 
 _INDEX_CLASSES: dict[str, type] = {

@@ -1,6 +1,6 @@
 """Constructing a ZANJ file's values (phase two of the read, through zarchive.engine.context.LoadContext).
 
-Each handler is the schema of its node type (zanj.nodes) plus `load`. `.npy` members go through
+Each handler is the schema of its node type (zanj.schemas) plus `load`. `.npy` members go through
 zarchive's own header parser (never numpy's pickle fallback); classes are the ones the plan found and
 checked (`ctx.resolve_class`), never imported; tuples come back as lists, as ZANJ writes them, except
 in a dataclass field declared a tuple. torch, pandas and polars are imported only to build a tensor or a table.
@@ -28,6 +28,14 @@ from .nodes import (
     FORMAT_KEY,
     REF_KEY,
     SDC_SUFFIX,
+    array_layout,
+    dataclass_for,
+    fields_of,
+    jsonl_member,
+    npy_member,
+    parse_jsonl,
+)
+from .schemas import (
     ZanjArraySchema,
     ZanjDataclassSchema,
     ZanjExternalListSchema,
@@ -37,12 +45,6 @@ from .nodes import (
     ZanjSetSchema,
     ZanjTensorSchema,
     ZanjUnknownSchema,
-    array_layout,
-    dataclass_for,
-    fields_of,
-    jsonl_member,
-    npy_member,
-    parse_jsonl,
 )
 
 

@@ -22,7 +22,8 @@ from ...handlers.base import Handler
 from ...handlers.torch_model import build_model
 from ...handlers.torch_types import place
 from .handlers import ZanjReading, build_zanj_dataclass, generic_model
-from .nodes import ZanjModelSchema, model_config_class, model_for
+from .nodes import model_config_class, model_for
+from .schemas import ZanjModelSchema
 
 
 class ZanjModelHandler(ZanjReading, ZanjModelSchema, Handler):

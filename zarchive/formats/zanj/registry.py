@@ -13,7 +13,8 @@ from typing import Any
 from ...handlers.base import Handler
 from ...nodes.base import NodeSchema
 from .handlers import HANDLERS, ZanjModelAsGeneric
-from .nodes import SCHEMAS, Unknown, zanj_tag
+from .nodes import Unknown, zanj_tag
+from .schemas import SCHEMAS
 
 
 class ZanjHandlers:
