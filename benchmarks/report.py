@@ -43,6 +43,8 @@ TARGETS = (
     Target(BIG, "one tensor (lazy) <= 2x safe_open", "lazy", "zarchive", "safetensors", 2.0),
     Target(BIG, "fresh open + fetch + touch the 768x3072 tensor, verified <= 1.5x safe_open", "fresh", "zarchive",
            "safetensors", 1.5),
+    Target(BIG, "fresh open + fetch + touch the 768x3072 tensor, verified, mmap=True (maps, as safe_open) <= 1.5x "
+           "safe_open", "fresh", "zarchive mmap", "safetensors", 1.5),
     Target(BIG, "anonymous memory of a read, mmap=True <= 5% of model bytes", "anon", "zarchive mmap", None, 0.05),
     Target(BIG, "save, compress on <= 1.5x compress=off", "save", "zarchive", "zarchive compress=off", 1.5),
     Target(("many-small",), "save <= 1.0x safetensors+fsync", "save", "zarchive", "safetensors", 1.0),
@@ -50,6 +52,8 @@ TARGETS = (
     Target(("many-small",), "one tensor (lazy) <= 2x safe_open", "lazy", "zarchive", "safetensors", 2.0),
     Target(("many-small",), "fresh open + fetch + touch one tensor, verified <= 1.5x safe_open", "fresh", "zarchive",
            "safetensors", 1.5),
+    Target(("many-small",), "fresh open + fetch + touch one tensor, verified, mmap=True <= 1.5x safe_open", "fresh",
+           "zarchive mmap", "safetensors", 1.5),
     Target(("table",), "save <= 2x pickle+fsync", "save", "zarchive", "pickle", 2.0),
     Target(("table",), "read+touch <= 3x pickle", "touch", "zarchive", "pickle", 3.0),
     Target(("table",), "size with zstd (default level) <= 0.6x pickle", "size", "zarchive", "pickle", 0.6),

@@ -369,7 +369,9 @@ def test_bad_view_nodes(
         ({"dtype": "complex128", "shape": []}, r"entry 'u' holds 4 bytes, the manifest's U8\[16\] takes 16"),
     ],
 )
-def test_node_disagrees_with_its_entry(one_archive: tuple[Path, dict[str, Any]], change: dict[str, Any], pattern: str) -> None:
+def test_node_disagrees_with_its_entry(
+    one_archive: tuple[Path, dict[str, Any]], change: dict[str, Any], pattern: str
+) -> None:
     """A fetch finds the tensor by its checksum entry: a node whose dtype and shape take another
     number of bytes is refused, naming the member and the object path."""
     path, root = one_archive

@@ -16,7 +16,7 @@ import numpy as np
 from hostile.craft import Parts, pack
 from hostile.formats import npy_bytes, safetensors_bytes, zstd_frame
 
-CaseTuple = tuple[str, Callable[[], bytes], str | None, str]
+CaseTuple = tuple[str, Callable[[], bytes], str | None, str, str]  # (name, build, error, match, when)
 
 
 # one level of each node type that nests, as JSON text before and after the level below (built as
@@ -55,8 +55,8 @@ def many_dims_header(dims: int) -> bytes:
 def bounded_cases(base: Callable[[], Parts], with_root: Callable[..., bytes]) -> list[CaseTuple]:
     cases: list[CaseTuple] = []
 
-    def case(name: str, error: str | None, match: str, build: Callable[[], bytes]) -> None:
-        cases.append((name, build, error, match))
+    def case(name: str, error: str | None, match: str, build: Callable[[], bytes], when: str = "read") -> None:
+        cases.append((name, build, error, match, when))
 
     def st_many_dims() -> bytes:
         p = base()
@@ -106,8 +106,9 @@ def bounded_cases(base: Callable[[], Parts], with_root: Callable[..., bytes]) ->
         p.entries["tensors.safetensors"].update({f"o{i}": (0, size) for i in range(2000)})
         return pack(p)
 
-    # a full read checks whole members and a lazy one the entries it needs: only verify() refuses it
-    case("bounded_entries_overlap", None, "", overlapping_entries)
+    # a full read checks whole members (and finds tensors by the header); a fetch of one tensor finds
+    # it by its entry and refuses a member whose entries overlap, as verify() does
+    case("bounded_entries_overlap", "FormatError", "checksum entries overlap", overlapping_entries, when="partial")
 
     def jsonl_of_brackets(n: int) -> Callable[[], bytes]:
         # n bytes of `[` in a .jsonl member: a 1 KB zstd frame of RLE blocks that decodes to JSON

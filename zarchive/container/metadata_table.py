@@ -91,6 +91,11 @@ def _check_member_entry(version: str, name: str, entry: Any, stored: int, crc: i
     # Each entry is checked when it is first used (see EntryTables.checked_entry).
 
 
+def _column(rows: list[Any], i: int) -> list[Any]:
+    """Item `i` of every row, at C speed (TypeError/IndexError/KeyError from a row without one)."""
+    return list(map(operator.itemgetter(i), rows))
+
+
 class EntryTables:
     """The checksum entries of every member of one archive, indexed and validated on first use."""
 
@@ -109,7 +114,7 @@ class EntryTables:
                 table = entries
             else:
                 try:
-                    labels = [row[0] for row in entries]
+                    labels = _column(entries, 0)
                 except (TypeError, IndexError, KeyError):
                     raise FormatError("bad checksum entry row", member=name) from None
                 if set(map(type, labels)) - {str}:
@@ -178,7 +183,7 @@ class EntryTables:
         rows = self._members[name].get("entries")
         self._table(name)  # (rows that can be indexed, labels unique)
         if isinstance(rows, list) and rows and set(map(type, rows)) == {list} and set(map(len, rows)) == {4}:
-            offsets, sizes = [r[1] for r in rows], [r[2] for r in rows]
+            offsets, sizes = _column(rows, 1), _column(rows, 2)
             ends = list(map(operator.add, offsets, sizes)) if set(map(type, offsets + sizes)) == {int} else None
             if (
                 ends is not None

@@ -258,9 +258,13 @@ class PlannedArchive(TreeBrowser):
     def __getitem__(self, path: str) -> Any:
         return self.get(path)
 
-    def load_node(self, node: Any, path: str = "", *, map_location: Any = None, dtype: Any = None) -> Any:
+    def load_node(
+        self, node: Any, path: str = "", *, map_location: Any = None, dtype: Any = None, whole: bool = False
+    ) -> Any:
         """Plan and construct a manifest node given by the caller (e.g. one edited by a tool) against
-        this archive's members, as if it stood at `path`."""
+        this archive's members, as if it stood at `path`. `whole=True`: read it as a full read does
+        (tensors found by their members' headers, which are parsed and checked; a fetch of one value
+        finds them by their checksum entries), for tools that describe what reading the file gives."""
         self._check_open()
         with gc_paused():
             plan = Planner(self._registry, self._reader, self._policy).run(node, split_path(path))
@@ -272,6 +276,7 @@ class PlannedArchive(TreeBrowser):
                 policy=self._policy,
                 map_location=map_location,
                 dtype=dtype,
+                whole=whole,
             )
             ctx.path = split_path(path)
             return ctx.load(node)

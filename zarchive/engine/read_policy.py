@@ -7,6 +7,7 @@ planner (engine.plan) checks a file against it before anything is built.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -38,6 +39,21 @@ class ReadPolicy:
         tensors: str = "torch",
         max_nodes: int = DEFAULT_MAX_NODES,
         max_read_bytes: int | None = None,
+    ) -> ReadPolicy:
+        plain = type(unresolved) is str and type(tensors) is str and type(max_nodes) is int
+        if trusted is None and plain and (max_read_bytes is None or type(max_read_bytes) is int):
+            # (the common case, made once: opening a file for one tensor takes a few hundred microseconds)
+            return _untrusted(unresolved, tensors, max_nodes, max_read_bytes)
+        return cls._made(trusted, unresolved, tensors, max_nodes, max_read_bytes)
+
+    @classmethod
+    def _made(
+        cls,
+        trusted: Iterable[type | str | Callable[..., Any]] | None,
+        unresolved: str,
+        tensors: str,
+        max_nodes: int,
+        max_read_bytes: int | None,
     ) -> ReadPolicy:
         if unresolved not in ("raise", "generic"):
             raise ValueError(f"unresolved must be 'raise' or 'generic', not {unresolved!r}")
@@ -76,3 +92,9 @@ class ReadPolicy:
     def with_root_class(self, cls: type) -> ReadPolicy:
         """The same policy, reading `cls` (chosen by the caller) wherever the file names its tag."""
         return dataclasses.replace(self, given={**self.given, class_tag(cls): cls})
+
+
+@functools.lru_cache(maxsize=64, typed=True)
+def _untrusted(unresolved: str, tensors: str, max_nodes: int, max_read_bytes: int | None) -> ReadPolicy:
+    """The policy without `trusted=` for these settings (immutable: shared by every read that asks)."""
+    return ReadPolicy._made(None, unresolved, tensors, max_nodes, max_read_bytes)  # noqa: SLF001

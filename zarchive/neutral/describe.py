@@ -101,8 +101,9 @@ class Describer:
 
     # --- reading through the archive ---
     def load(self, node: Any, path: str) -> Any:
-        """A leaf's value, on the CPU whatever device the node names (the form copies the device)."""
-        return self.arc.load_node(node, path, map_location="cpu")
+        """A leaf's value, on the CPU whatever device the node names (the form copies the device), read
+        as a full read reads it (whole=True: the form describes what reading the file gives)."""
+        return self.arc.load_node(node, path, map_location="cpu", whole=True)
 
     def member_bytes(self, ref: Any, nbytes: Any, path: str) -> bytes:
         """A member's decoded bytes, read as a `bytes` node naming it (checked and budgeted)."""
