@@ -123,7 +123,7 @@ class LocalFileSource:
     def read_ahead(self, offset: int, length: int) -> None:
         """Read a small range now, in one pread, and serve later views that lie inside it from it (each
         view still a copy of its own). Opening an archive reads its zip directory, local headers and
-        JSON members, and a first fetch its member's header: a dozen small reads near the file's start
+        JSON members (and a full read its members' headers): a dozen small reads near the file's start
         and end, each a system call and a buffer, that two reads ahead make two."""
         if self._fd is not None:
             self.bytes_read += self._ahead.read(self._fd, offset, length, self.size)
