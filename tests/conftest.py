@@ -155,6 +155,19 @@ def raw_bytes() -> Callable[[torch.Tensor], bytes]:
     return tensor_bytes
 
 
+@pytest.fixture
+def mem_url() -> Iterator[str]:
+    """A fresh folder on fsspec's (process-wide) memory filesystem, removed afterwards."""
+    fsspec = pytest.importorskip("fsspec")
+    import uuid
+
+    root = f"/zarchive-test-{uuid.uuid4().hex}"
+    yield f"memory://{root}"
+    mem = fsspec.filesystem("memory")
+    if mem.exists(root):
+        mem.rm(root, recursive=True)
+
+
 @pytest.fixture(scope="module")
 def s3() -> Iterator[dict[str, Any]]:
     """moto's S3 server in a subprocess on a free loopback port, with a bucket and the s3fs options

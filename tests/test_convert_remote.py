@@ -9,9 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +48,9 @@ def _same(path: Path) -> None:
 
 
 @pytest.fixture
-def mem_url() -> Iterator[str]:
-    root = f"/zarchive-convert-{uuid.uuid4().hex}"
-    yield f"memory://{root}/ck"
-    mem = fsspec.filesystem("memory")
-    if mem.exists(root):
-        mem.rm(root, recursive=True)
+def mem_url(mem_url: str) -> str:
+    """A checkpoint's URL in a fresh folder of the memory filesystem (conftest's mem_url)."""
+    return f"{mem_url}/ck"
 
 
 def _main(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import uuid
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Self
 
@@ -63,12 +62,9 @@ def same_state(out: dict[str, Any]) -> None:
 
 
 @pytest.fixture
-def mem_url() -> Iterator[str]:
-    root = f"/zarchive-dcp-{uuid.uuid4().hex}"
-    yield f"memory://{root}/ck"
-    mem = fsspec.filesystem("memory")
-    if mem.exists(root):
-        mem.rm(root, recursive=True)
+def mem_url(mem_url: str) -> str:
+    """A checkpoint's URL in a fresh folder of the memory filesystem (conftest's mem_url)."""
+    return f"{mem_url}/ck"
 
 
 # --- round trips ---

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import subprocess
-import uuid
 from pathlib import Path
 
 import numpy as np
@@ -34,16 +33,6 @@ def _check(got: dict, want: dict) -> None:
     assert torch.equal(got["weights"]["b"], want["weights"]["b"])
     np.testing.assert_array_equal(got["table"], want["table"])
     assert got["notes"] == want["notes"] and got["step"] == want["step"]
-
-
-@pytest.fixture
-def mem_url():
-    """A fresh folder on fsspec's (process-wide) memory filesystem, removed afterwards."""
-    root = f"/zarchive-test-{uuid.uuid4().hex}"
-    yield f"memory://{root}"
-    mem = fsspec.filesystem("memory")
-    if mem.exists(root):
-        mem.rm(root, recursive=True)
 
 
 @pytest.mark.parametrize("how", ["read", "read-not-lazy", "open-lazy", "open-not-lazy"])
