@@ -287,7 +287,7 @@ class ZArchive:
                     raise
                 return self._open_folder(path, policy)
         try:
-            with gc_paused():
+            with gc_paused(keep=True):  # (the manifest and metadata live as long as the open archive)
                 reader = ArchiveReader(
                     source,
                     verify=self.settings.verify,

@@ -222,7 +222,7 @@ class PlannedArchive(TreeBrowser):
             whole=whole,
         )
         ctx.path = split_path(path)
-        with gc_paused():
+        with gc_paused(keep=True):  # (the value goes to the caller)
             return ctx.load(node)
 
     def load_into(self, path: str, out: Any, *, node: Any = None) -> Any:
