@@ -8,7 +8,9 @@ and with safetensors, then times, in rounds that alternate the tools, 9 samples 
 touching every byte of the tensor, each after a read-through of the file and with zarchive's memory
 of parsed headers emptied, as run.py's "fresh open + tensor" row does. run.py takes the same samples
 inside its long-lived process, which has read every other tool's files first; this one does nothing
-else, and is quicker to run while working on the open and fetch path.
+else, and is quicker to run while working on the open and fetch path. It also prints whether
+safe_open's tensor lies in a mapping of its file (it does, with safetensors 0.8 and torch: the
+same contract as zarchive's mmap=True, not its default copy).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 from collections.abc import Callable
 from typing import Any
@@ -53,6 +56,8 @@ def measure(name: str, tmp: str, rounds: int) -> str:
         with safe_open(sp, framework="pt") as f:
             return touch(f.get_tensor(key))
 
+    if sys.platform.startswith("linux"):
+        print(f"{name}: safe_open's tensor is a mapping of the file: {safe_open_maps(sp, key)}", flush=True)
     tools = {
         "zarchive": (fetch(zarchive.ZArchive()), zp),
         "zarchive mmap": (fetch(zarchive.ZArchive(mmap=True)), zp),
@@ -69,6 +74,23 @@ def measure(name: str, tmp: str, rounds: int) -> str:
     ms = {t: statistics.median(v) * 1e3 for t, v in times.items()}
     cells = ", ".join(f"{t} {v:.2f} ms ({v / ms['safe_open']:.2f}x)" for t, v in ms.items())
     return f"{name} ({key}): {cells}"
+
+
+def safe_open_maps(path: str, key: str) -> bool:
+    """Whether `safe_open(path).get_tensor(key)` gives a tensor over a mapping of the file (as
+    zarchive's mmap=True does) rather than a copy: its memory lies in a mapping of `path` that
+    /proc/self/maps lists (Linux)."""
+    with safe_open(path, framework="pt") as f:
+        t = f.get_tensor(key)
+    where = t.data_ptr()
+    real = os.path.realpath(path)
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            span, *rest = line.split(maxsplit=5)
+            lo, hi = (int(x, 16) for x in span.split("-"))
+            if lo <= where < hi:
+                return len(rest) == 5 and os.path.realpath(rest[4].strip()) == real
+    return False
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import itertools
 import sys
@@ -80,6 +81,17 @@ def test_pieces_slice_like_one_buffer(member: tuple[int, list[tuple[int, int]]],
         assert pieces[offset : offset + 1] == b"\xff"
 
 
+def _settle() -> None:
+    """Collect, then hand the C library's free memory back to the system (glibc's malloc_trim), so that
+    RssAnon counts what is alive: in a long pytest run, memory that earlier tests freed would
+    otherwise be reused by the read without RssAnon growing."""
+    gc.collect()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # (not glibc)
+        pass
+
+
 def _rss() -> int:
     """Anonymous memory resident (RssAnon): not file pages, which this VM's DAMON pages out at any
     time (a test measuring all of RSS failed when 73 MB of a long pytest run's files left meanwhile)."""
@@ -101,13 +113,13 @@ def test_a_tensor_kept_from_a_full_read_keeps_only_its_own_memory(tmp_path: Path
     path = tmp_path / "sd.zarc"
     zarchive.save(state, path, compress_weights=compress_weights)
     del state
-    gc.collect()
+    _settle()
     before = _rss()
     read = zarchive.read(path)
     assert _rss() - before > 100 * MB  # (the measure can tell: 200 MB were read)
     kept = read["norm.weight"]
     del read
-    gc.collect()
+    _settle()
     assert _rss() - before < 20 * MB
     assert torch.equal(kept, torch.ones(768))
 
