@@ -41,6 +41,7 @@ class Plan:
     classes: dict[str, list[str]] = field(default_factory=dict)  # classes and callables (see use_code)
     resolved: dict[tuple[str, str], type | None] = field(default_factory=dict)  # None: a GenericObject
     members: dict[str, int] = field(default_factory=dict)  # member -> bytes reading it allocates
+    uses: dict[str, int] = field(default_factory=dict)  # member -> how many times the walk named it
     inline_bytes: int = 0
     nodes: int = 0
 
@@ -240,6 +241,7 @@ class Planner:
         if entry.get("codec") == byte_groups.CODEC and name not in self.plan.members:
             # the chunk index must tile the member before a byte is decoded; decoded bytes count below
             byte_groups.parse_index(entry, member=name)
+        self.plan.uses[name] = self.plan.uses.get(name, 0) + 1
         if name not in self.plan.members:
             cost = entry["size"] if entry.get("codec") != "none" or not self._mapped else 0
             self.plan.members[name] = cost

@@ -232,6 +232,12 @@ def _built_in_python(dtype: Any) -> bool:
     return dtype == object or (isinstance(dtype, pd.StringDtype) and dtype.storage == "python")
 
 
+def _python_built(column: Node) -> bool:
+    """Whether a column node is read one Python object at a time (text in python storage, object
+    columns), as _built_in_python says of a dtype."""
+    return isinstance(column, dict) and (column.get("storage") == "python" or column.get("dtype") == "object")
+
+
 class PandasFrameHandler(PandasFrameSchema, Handler):
     name = "pandas.DataFrame"
 
@@ -269,12 +275,14 @@ class PandasFrameHandler(PandasFrameSchema, Handler):
         if not isinstance(keys, list) or len(keys) != ncols or not all(isinstance(k, str) for k in keys):
             keys = [str(i) for i in range(ncols)]
         arrays: dict[int, Any] = {}
-        for i, (key, col) in enumerate(zip(keys, data)):
-            values = load_values(col, ctx, nrows, key)
+        # columns built one Python object at a time first: the members of the others are meanwhile
+        # decompressed on the other cores (decode_ahead), as this thread makes the objects
+        for i in sorted(range(ncols), key=lambda i: not _python_built(data[i])):
+            values = load_values(data[i], ctx, nrows, keys[i])
             if isinstance(values, np.ndarray) and values.dtype == object:
                 values = _series(values, index, None)
             arrays[i] = values
-        df = pd.DataFrame(arrays, index=index, copy=False)
+        df = pd.DataFrame({i: arrays[i] for i in range(ncols)}, index=index, copy=False)
         df.columns = columns
         _load_extras(df, node, ctx)
         return df

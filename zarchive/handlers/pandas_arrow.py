@@ -138,6 +138,21 @@ def arrow_dict_strings(
     return pd.arrays.ArrowStringArray(decoded, dtype=dtype)
 
 
+def arrow_dict_objects(offsets: np.ndarray, data: memoryview, codes: np.ndarray, *, member: str) -> np.ndarray | None:
+    """The object array of a "dict" column's rows (its dictionary's checked offsets and data, codes
+    already checked to lie in -1..count-1), every row its own str made by pyarrow in row order, None
+    where the code is -1; None without pyarrow. (Arrow's take and its conversion to Python objects
+    fill the array in C: about 60% of the time of utf8_column.dict_rows, 2026-11-28.)"""
+    pa = _pyarrow()
+    if pa is None:
+        return None
+    dictionary = _checked_strings(pa, offsets, data, None, member)
+    missing = codes < 0 if len(codes) and int(codes.min()) < 0 else None
+    indices = pa.array(codes, mask=missing)
+    out: np.ndarray = dictionary.take(indices).to_numpy(zero_copy_only=False)
+    return out
+
+
 # --- ArrowDtype columns (format 1.5): the "arrow" layout, an `arrow.array` node (handlers/arrow_.py) ---
 
 
