@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from hostile.craft import pack, unpack
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -84,12 +85,35 @@ def _column(distinct: int, rows: int, missing_every: int = 0) -> list[Any]:
     return out
 
 
-def _read_back(obj: Any, **settings: Any) -> Any:
+def _npy(name: str, arr: np.ndarray) -> tuple[dict[str, Any], bytes]:
     buf = io.BytesIO()
-    zarchive.save(obj, buf, durable=False)
-    with zarchive.open(buf.getvalue()) as arc:
-        assert arc.node("s")["values"]["layout"] == "dict"
-    return zarchive.read(buf.getvalue(), **settings)
+    np.save(buf, arr)
+    return {"$type": "numpy.ndarray", "$ref": name, "dtype": arr.dtype.str, "shape": list(arr.shape)}, buf.getvalue()
+
+
+def _dict_file(values: list[Any], dtype: Any) -> bytes:
+    """A file holding `values` as Series "s" in the dict layout, whatever zarchive's writer would pick
+    for them (it keeps the utf8 layout for many distinct short values, as format 1.4 writers did not):
+    a small dict column saved by zarchive, its dictionary and codes replaced."""
+    buf = io.BytesIO()
+    zarchive.save({"s": pd.Series(["a", None, "b"] * 200, dtype=dtype)}, buf, durable=False)
+    parts = unpack(buf.getvalue())
+    series = parts.manifest["root"]["s"]
+    node = series["values"]
+    assert node["layout"] == "dict"
+    codes, distinct = pd.factorize(np.array(values, dtype=object))
+    offsets, data = encode_utf8(distinct.tolist())
+    parts.members[node["$ref"]] = data
+    node["offsets"], parts.members["s/offsets.npy.zst"] = _npy("s/offsets.npy.zst", offsets)
+    node["codes"], parts.members["s/codes.npy.zst"] = _npy("s/codes.npy.zst", codes.astype(np.int32))
+    node.update(count=len(distinct), nbytes=len(data), length=len(values))
+    series["length"] = len(values)
+    series["index"]["stop"] = len(values)
+    return pack(parts)
+
+
+def _read_back(s: pd.Series, **settings: Any) -> Any:
+    return zarchive.read(_dict_file(s.tolist(), s.dtype), **settings)
 
 
 def _objects(s: pd.Series) -> int:
@@ -106,14 +130,14 @@ def test_a_big_dictionary_reads_as_one_str_per_row(dtype: Any, pyarrow: bool, mo
     s = pd.Series(_column(distinct, 3 * distinct + 7, missing_every=11), dtype=dtype)
     if not pyarrow:
         monkeypatch.setitem(sys.modules, "pyarrow", None)  # as where pyarrow is not installed
-    back = _read_back({"s": s})["s"]
+    back = _read_back(s)["s"]
     pd.testing.assert_series_equal(back, s, check_exact=True)
     assert _objects(back) == int(s.notna().sum())
 
 
 def test_a_small_dictionary_shares_its_values() -> None:
     s = pd.Series(_column(1000, 20_000), dtype=STR)
-    back = _read_back({"s": s})["s"]
+    back = _read_back(s)["s"]
     pd.testing.assert_series_equal(back, s, check_exact=True)
     assert _objects(back) == 1000
 
@@ -121,7 +145,7 @@ def test_a_small_dictionary_shares_its_values() -> None:
 def test_long_values_are_shared() -> None:
     words = [f"{i:06d}" + "x" * MAX_ROW_WIDTH for i in range(SHARED_VALUES_MAX + 10)]
     s = pd.Series(words * 3, dtype=STR)
-    back = _read_back({"s": s})["s"]
+    back = _read_back(s)["s"]
     pd.testing.assert_series_equal(back, s, check_exact=True)
     assert _objects(back) == len(words)
 
@@ -129,12 +153,11 @@ def test_long_values_are_shared() -> None:
 def test_a_tight_budget_reads_shared_values_instead() -> None:
     """Where one str per row would not fit max_read_bytes, the same values come back shared."""
     s = pd.Series(_column(SHARED_VALUES_MAX + 100, 4 * SHARED_VALUES_MAX), dtype=STR)
-    buf = io.BytesIO()
-    zarchive.save({"s": s}, buf, durable=False)
+    data = _dict_file(s.tolist(), s.dtype)
     kinds = set()
     for limit in range(4_000_000, 60_000_000, 2_000_000):
         try:
-            back = zarchive.read(buf.getvalue(), max_read_bytes=limit)["s"]
+            back = zarchive.read(data, max_read_bytes=limit)["s"]
         except zarchive.UnsafeArchiveError:
             continue
         pd.testing.assert_series_equal(back, s, check_exact=True)
@@ -163,3 +186,44 @@ def test_a_full_read_owns_what_it_builds(tmp_path: Path) -> None:
         assert arc.verify()
     assert (first["a"] == -1).all()
     pd.testing.assert_frame_equal(first["df"], df, check_exact=True)
+
+
+# --- which layout the writer picks ------------------------------------------------------------------------
+
+
+def _layout(s: pd.Series) -> str:
+    buf = io.BytesIO()
+    zarchive.save({"s": s}, buf, durable=False)
+    with zarchive.open(buf.getvalue()) as arc:
+        layout: str = arc.node("s")["values"]["layout"]
+    pd.testing.assert_series_equal(zarchive.read(buf.getvalue())["s"], s, check_exact=True)
+    return layout
+
+
+def test_many_distinct_short_values_keep_the_utf8_layout() -> None:
+    """More than SHARED_VALUES_MAX distinct values under MAX_ROW_WIDTH bytes: read back one str per row
+    either way, so the writer does not factorize them (decided on a sample: a column short enough to
+    be factorized whole cannot hold that many values at most half as many as its rows); long values,
+    or fewer distinct ones, still take a dictionary."""
+    distinct, rows = SHARED_VALUES_MAX + 2000, 300_000
+    assert _layout(pd.Series(_column(distinct, rows), dtype=STR)) == "utf8"
+    assert _layout(pd.Series(_column(1000, rows), dtype=STR)) == "dict"
+    long = [w + "x" * MAX_ROW_WIDTH for w in _column(distinct, rows)]
+    assert _layout(pd.Series(long, dtype=STR)) == "dict"
+
+
+@pytest.mark.parametrize("dtype", [STR, pd.StringDtype("python"), object], ids=["str", "string", "object"])
+@pytest.mark.parametrize("pyarrow", [True, False], ids=["pyarrow", "numpy-only"])
+def test_utf8_columns_read_the_same_with_or_without_pyarrow(
+    dtype: Any, pyarrow: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = pd.Series(_column(50_000, 60_000, missing_every=7) + ["", "é€\t", "x" * 200], dtype=dtype)
+    buf = io.BytesIO()
+    zarchive.save({"s": s}, buf, durable=False)
+    if not pyarrow:
+        monkeypatch.setitem(sys.modules, "pyarrow", None)
+    with zarchive.open(buf.getvalue()) as arc:
+        assert arc.node("s")["values"]["layout"] == "utf8"
+    back = zarchive.read(buf.getvalue())["s"]
+    pd.testing.assert_series_equal(back, s, check_exact=True)
+    assert _objects(back) == int(s.notna().sum())

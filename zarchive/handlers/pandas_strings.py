@@ -24,10 +24,12 @@ from .pandas_arrow import (
     arrow_dict_objects,
     arrow_dict_strings,
     arrow_dictionary,
+    arrow_objects,
     arrow_strings,
 )
 from .pandas_parts import mask_part
 from .pandas_text import (
+    SHARED_VALUES_MAX,
     DictParts,
     decode_strings,
     dict_parts,
@@ -128,11 +130,18 @@ def load_strings(node: dict[str, Any], length: int, ctx: LoadContext) -> Any:
             adopted = None if dtype is None else arrow_strings(offsets, data, valid, dtype, member=node["$ref"])
             if adopted is not None:  # pyarrow storage: pandas takes the column's own buffers
                 return adopted
-            present = decode_utf8(offsets, data, length, member=node["$ref"])  # missing ones as "", masked below
             mask = None if valid is None else ~valid
+            made = arrow_objects(offsets, data, valid, member=node["$ref"])  # (None where missing)
+            if made is not None:
+                out = made
+                if mask is not None:
+                    out[mask] = na
+            else:
+                present = decode_utf8(offsets, data, length, member=node["$ref"])  # missing ones as "", masked
+                out = _place(present, mask, length, na)
         else:
             mask, present = _strings_present(node, length, ctx)
-        out = _place(present, mask, length, na)
+            out = _place(present, mask, length, na)
     if dtype is None:
         return pd.arrays.NumpyExtensionArray(out)
     if dtype.storage == "python":  # every item is a str the reader made, or the missing value
@@ -172,9 +181,6 @@ def _strings_present(node: dict[str, Any], length: int, ctx: LoadContext) -> tup
         if len(present) != count or not all(type(v) is str for v in present):
             raise ctx.error(f"'values' must be {count} strings")
     return mask, present
-
-
-SHARED_VALUES_MAX = 32768  # distinct values whose str objects (2 MiB) a core's cache holds: rows share them
 
 
 def _dict_values(parts: DictParts, na: Any, member: str, ctx: LoadContext) -> np.ndarray:
@@ -220,7 +226,7 @@ def _place(present: list[str], mask: np.ndarray | None, length: int, na: Any) ->
     """An object array of `length` items: `present` in order where `mask` is false (everywhere when
     None or when `present` has an item per row), `na` where it is true."""
     if mask is None or len(present) == length:
-        out = np.array(present, dtype=object) if present else np.empty(0, dtype=object)
+        out = np.fromiter(present, dtype=object, count=len(present))
         if mask is not None:
             out[mask] = na
         return out
