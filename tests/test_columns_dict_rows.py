@@ -227,3 +227,43 @@ def test_utf8_columns_read_the_same_with_or_without_pyarrow(
     back = zarchive.read(buf.getvalue())["s"]
     pd.testing.assert_series_equal(back, s, check_exact=True)
     assert _objects(back) == int(s.notna().sum())
+
+
+# --- the frame's order, and int32 offsets -------------------------------------------------------------------
+
+
+def test_a_frame_plans_and_reads_its_python_built_columns_first(tmp_path: Path) -> None:
+    """Text in python storage and object columns come first in the plan (whose order the members are
+    decoded ahead in) and in the read; the frame keeps its columns' order, and errors inside a column
+    still name its place in `data`."""
+    n = 100_000
+    df = pd.DataFrame(
+        {
+            "a": np.arange(n) % 11,
+            "t": pd.Series(_column(50_000, n), dtype=STR),
+            "b": np.arange(n) % 13,
+            "o": pd.Series([f"o{i % 1000}" for i in range(n)], dtype=object),
+        }
+    )
+    path = tmp_path / "f.zarc"
+    zarchive.save(df, path)
+    with zarchive.open(path) as arc:
+        members = list(arc.plan().members)
+        firsts = [m for m in members if m.startswith(("t", "o"))]
+        assert members[: len(firsts)] == firsts and len(firsts) < len(members)
+        pd.testing.assert_frame_equal(arc.load(), df, check_exact=True)
+    parts = unpack(path.read_bytes())
+    parts.manifest["root"]["data"][3]["$type"] = "no.such.type"  # refused by the plan
+    with pytest.raises(zarchive.ZArchiveError, match="no.such.type") as err:
+        zarchive.read(pack(parts))
+    assert err.value.path == "data/3"
+
+
+def test_text_in_python_storage_is_written_with_int32_offsets(tmp_path: Path) -> None:
+    s = pd.Series(_column(50_000, 60_000, missing_every=5), dtype=STR)
+    path = tmp_path / "s.zarc"
+    zarchive.save({"s": s}, path)
+    with zarchive.open(path) as arc:
+        node = arc.node("s")["values"]
+        assert node["layout"] == "utf8" and node["offsets"]["dtype"] == "<i4"
+    pd.testing.assert_series_equal(zarchive.read(path)["s"], s, check_exact=True)

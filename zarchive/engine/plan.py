@@ -120,11 +120,13 @@ class Planner:
         return FormatError(message, path=self.path_str, member=member)
 
     # --- walking ---
-    def visit(self, node: Any, key: str | int | None = None) -> None:
-        """Check one node and everything below it."""
-        if key is not None:
-            self.path.append(str(key))
-        self._depth += 1
+    def visit(self, node: Any, key: str | int | tuple[str | int, ...] | None = None) -> None:
+        """Check one node and everything below it. `key`: its path component, or components (a tuple:
+        an item of a list field visited on its own, as `("data", 2)`, one level deeper each)."""
+        keys = () if key is None else key if isinstance(key, tuple) else (key,)
+        self.path.extend(str(k) for k in keys)
+        levels = max(1, len(keys))
+        self._depth += levels
         try:
             if self._depth > MAX_DEPTH:
                 raise self.error(f"manifest nested more than {MAX_DEPTH} levels deep")
@@ -147,9 +149,9 @@ class Planner:
                 return
             self._visit_typed(tag, node)
         finally:
-            self._depth -= 1
-            if key is not None:
-                self.path.pop()
+            self._depth -= levels
+            if keys:
+                del self.path[-len(keys) :]
 
     def _visit_typed(self, tag: Any, node: dict[str, Any]) -> None:
         schema = self.registry.schema_for(tag)

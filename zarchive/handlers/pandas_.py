@@ -29,7 +29,7 @@ import pandas as pd
 from ..engine.context import LoadContext, Node, SaveContext
 from ..engine.objpath import join_path
 from ..errors import SaveError
-from ..nodes.tables import PandasFrameSchema, PandasIndexSchema, PandasSeriesSchema
+from ..nodes.tables import PandasFrameSchema, PandasIndexSchema, PandasSeriesSchema, python_built
 from .base import Handler, expect
 from .pandas_arrays import column_values, unsupported
 from .pandas_parts import at_child, load_values
@@ -232,12 +232,6 @@ def _built_in_python(dtype: Any) -> bool:
     return dtype == object or (isinstance(dtype, pd.StringDtype) and dtype.storage == "python")
 
 
-def _python_built(column: Node) -> bool:
-    """Whether a column node is read one Python object at a time (text in python storage, object
-    columns), as _built_in_python says of a dtype."""
-    return isinstance(column, dict) and (column.get("storage") == "python" or column.get("dtype") == "object")
-
-
 class PandasFrameHandler(PandasFrameSchema, Handler):
     name = "pandas.DataFrame"
 
@@ -275,9 +269,8 @@ class PandasFrameHandler(PandasFrameSchema, Handler):
         if not isinstance(keys, list) or len(keys) != ncols or not all(isinstance(k, str) for k in keys):
             keys = [str(i) for i in range(ncols)]
         arrays: dict[int, Any] = {}
-        # columns built one Python object at a time first: the members of the others are meanwhile
-        # decompressed on the other cores (decode_ahead), as this thread makes the objects
-        for i in sorted(range(ncols), key=lambda i: not _python_built(data[i])):
+        # columns built one Python object at a time first (see python_built)
+        for i in sorted(range(ncols), key=lambda i: not python_built(data[i])):
             values = load_values(data[i], ctx, nrows, keys[i])
             if isinstance(values, np.ndarray) and values.dtype == object:
                 values = _series(values, index, None)

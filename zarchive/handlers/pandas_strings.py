@@ -98,7 +98,7 @@ def save_strings(
     present = (values[~mask] if has_missing else values).tolist()
     if not inline:
         try:  # Arrow's layout (format 1.3); a lone surrogate needs the escaped .jsonl below
-            return save_utf8(name, base, present, ~mask if has_missing else None, ctx)
+            return save_utf8(name, base, present, ~mask if has_missing else None, ctx, narrow=True)
         except UnicodeEncodeError:
             pass
     fields = {**base, "layout": "strings", "count": len(present)}
