@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
 
-import numpy as np
 import zstandard
 
 from ..errors import IntegrityError, UnsafeArchiveError
 from .crc import crc32
 from .thread_pools import usable_cores
+
+if TYPE_CHECKING:
+    import numpy as np
 
 ZSTD_SUFFIX = ".zst"
 DEFAULT_MAX_DECOMPRESSED = 4 << 30  # a reader decodes no bigger member unless asked (max_decompressed)
@@ -179,6 +182,8 @@ def decompress_bounded(data: memoryview | bytes, expected_size: int, *, member: 
 
 
 def _buffer(size: int, member: str) -> np.ndarray:
+    import numpy as np  # (here: `import zarchive` stays without numpy)
+
     try:
         return np.empty(size, dtype=np.uint8)
     except MemoryError:
