@@ -132,7 +132,7 @@ def archives(worker: Worker, tmp_path_factory: pytest.TempPathFactory) -> dict[s
         assert reply["ok"], reply
         out[seed] = (d / f"s{seed}.zarc").read_bytes()
         out[f"t{seed}"] = reply["elapsed"]
-    assert len(out[1]) > 20 << 20 and len(zarchive.open(out[1]).members) >= 5
+    assert len(out[1]) > 18 << 20 and len(zarchive.open(out[1]).members) >= 5  # (the floats: 18 MiB)
     return out
 
 

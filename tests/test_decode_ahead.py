@@ -16,7 +16,8 @@ from zarchive.container.source import open_local
 
 
 def _value() -> dict[str, np.ndarray]:
-    return {f"c{i}": np.arange(300_000, dtype=np.int64) % (i + 3) for i in range(3)}  # compressible ints
+    # compressible ints, one byte each (.zst: wider integers are byte-grouped, .bgz)
+    return {f"c{i}": (np.arange(2_400_000) % (i + 3)).astype(np.int8) for i in range(3)}
 
 
 def test_a_full_read_takes_the_members_decoded_ahead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

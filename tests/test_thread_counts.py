@@ -49,7 +49,7 @@ found = {"counts": [decode_workers(), verify_workers(), copy_workers(), hash_wor
 
 # decoding compressed members ahead of a full read
 packed = tmp / "packed.zarc"
-zarchive.save({f"c{i}": np.arange(300_000, dtype=np.int64) % (i + 3) for i in range(3)}, packed, durable=False)
+zarchive.save({f"c{i}": (np.arange(300_000) % (i + 3)).astype(np.int8) for i in range(3)}, packed, durable=False)  # (.zst)
 reader = ArchiveReader(open_local(str(packed), mmap=True))
 names = sorted(n for n in reader.metadata["members"] if n.endswith(".zst"))
 assert len(names) == 3, names

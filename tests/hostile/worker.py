@@ -28,7 +28,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def payload(seed: int, mb: int = 24) -> dict[str, Any]:
     """The object the kill and disk-full tests save: `mb` MiB in several members (3 random float32
-    arrays stored plain, a compressible int32 array and a list stored as zstd), fixed by `seed`."""
+    arrays stored plain, a compressible int32 array stored byte-grouped and a list stored as zstd), fixed
+    by `seed`."""
     rng = np.random.default_rng(seed)
     n = (mb << 20) // 16
     return {

@@ -12,14 +12,16 @@ is the order the read asks for them.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import Any
 
 from .archive_reader import ArchiveReader
 from .byte_groups import CODEC as CHUNKED
-from .thread_pools import worker_count
+from .thread_pools import shared_pool, worker_count
 
 AHEAD_ABOVE = 4 << 20  # compressed members smaller than this in all are decoded on the calling thread
 DECODE_THREADS = 4  # members decoded at once, at most (one per usable core)
+POOL = "decode"  # (its own pool: a bgzstd member's decode waits on the chunks' pool)
 
 
 def decode_workers() -> int:
@@ -49,19 +51,32 @@ class DecodeAhead:
         ]
         workers = workers or decode_workers()
         total = sum(reader.zip.members[name].size for name in todo)
-        self._pool = None
+        self._futures: list[Future[Any]] = []
         if todo and workers > 1 and total >= (AHEAD_ABOVE if min_bytes is None else min_bytes):
-            self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zarchive-decode")
+            # the process's decode pool (decode_workers() threads, kept between reads: starting
+            # threads for each read cost a few ms on a busy machine), or threads of this read's own
+            # where the caller asks for another count
+            own = (
+                ThreadPoolExecutor(workers, thread_name_prefix="zarchive-decode")
+                if workers != decode_workers()
+                else None
+            )
+            pool = own or shared_pool(POOL, decode_workers())
             for name in todo:
                 # a zstd member is decompressed whole; a bgzstd one (compressed weights) is decoded
                 # whole too, its chunks on every core, into pieces that its tensors are views of
                 decode = reader.decode_chunked if members[name]["codec"] == CHUNKED else reader.decode
-                reader.decoding[name] = self._pool.submit(decode, name)
+                future: Future[Any] = pool.submit(decode, name)
+                reader.decoding[name] = future
+                self._futures.append(future)
+            if own is not None:
+                own.shutdown(wait=False)  # (its threads end once its jobs are done or cancelled)
 
     def close(self) -> None:
-        """Cancel what was not asked for (a failed or lazy-ending read) and free the threads."""
+        """Cancel what was not asked for (a failed or lazy-ending read) and wait for what is running:
+        no worker touches the reader once this returns."""
         for future in self._reader.decoding.values():
             future.cancel()
         self._reader.decoding.clear()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
+        wait(self._futures)
+        self._futures.clear()

@@ -23,7 +23,8 @@ HEADER_LABEL = "$header"
 
 Part = tuple[str | None, memoryview]  # (entry label for its own checksum, bytes)
 # "weights": float data, kept uncompressed (mappable) unless compress_weights asks for byte_groups
-CompressHint = Literal["never", "try", "always", "weights"]
+# "grouped": integers, datetimes (2 to 8 bytes each): byte_groups where it pays, else as "try"
+CompressHint = Literal["never", "try", "always", "weights", "grouped"]
 
 
 @dataclass
@@ -62,9 +63,14 @@ def choose_codecs(members: list[MemberPlan], level: int | None, *, weights: bool
     A member bigger than a reader decompresses by default (codecs.DEFAULT_MAX_DECOMPRESSED)
     is stored uncompressed, so the file stays readable without raising that limit. `weights`
     (compress_weights): members of float data are stored byte-grouped (byte_groups) where a sample
-    shows it pays."""
+    shows it pays. Members of integers and datetimes ("grouped") are stored byte-grouped whenever
+    compression is on and their sample shows it pays, else tried with zstd: their high bytes repeat,
+    and grouped they decompress in less than half the time of one zstd frame (1M int64 row ids and
+    timestamps: 8.8 ms of CPU against 17.3 ms, 7% smaller, 2026-11-28)."""
     trials = _Trials(level)  # "try" members, decided by their samples
     for m in members:
+        if m.compress == "grouped" and level is not None and m.early is None and _grouped(m):
+            continue
         if m.compress == "weights":
             grouped = False
             if weights:
@@ -95,6 +101,17 @@ def choose_codecs(members: list[MemberPlan], level: int | None, *, weights: bool
                 continue
         _set_codec(m, use_zstd)
     trials.finish()
+
+
+def _grouped(m: MemberPlan) -> bool:
+    """Store member `m` byte-grouped if a sample shows it pays (and it is not too big to decode by
+    default); whether it is."""
+    parts = m.grouped_parts()
+    if sum(p[1].nbytes for p in parts) > codecs.DEFAULT_MAX_DECOMPRESSED or not byte_groups.pays(parts):
+        return False
+    m.codec = byte_groups.CODEC
+    _name(m, byte_groups.SUFFIX)
+    return True
 
 
 def _set_codec(m: MemberPlan, use_zstd: bool) -> None:

@@ -12,7 +12,7 @@ its objects (start_verifying) and returns them only once every checksum has pass
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from ..errors import IntegrityError
 from .archive_reader import ArchiveReader
@@ -21,10 +21,12 @@ from .fresh_memory import populate
 from .member_verify import damaged_entries
 from .pieces import RUN_BYTES, Pieces, cuts
 from .source import LocalFileSource
-from .thread_pools import worker_count
+from .thread_pools import shared_pool, worker_count
 
 CHUNK = 16 << 20
 SERIAL_BELOW = 8 << 20  # less data than this is checked on the calling thread
+PREFETCH_SERIAL_BELOW = 1 << 20  # Prefetch reads less than this on the calling thread
+PREFETCH_POOL = "read"
 VERIFY_THREADS = 4  # chunks checked (or read, by Prefetch) at once, at most (one per usable core)
 
 
@@ -148,12 +150,19 @@ class Prefetch:
         ]
         total = sum(reader.zip.members[name].size for name in todo)
         workers = workers or verify_workers()
-        self._pool = (
-            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zarchive-read")
-            if total >= SERIAL_BELOW and workers > 1
-            else None
-        )
+        # the process's "read" pool (kept between reads: no threads to start, so a member of a few MB
+        # is read beside the caller too, off the path to its first object), or its own threads where
+        # the caller asks for another count
+        self._pool: ThreadPoolExecutor | None = None
+        self._own_pool = workers != verify_workers()
+        if total >= PREFETCH_SERIAL_BELOW and workers > 1:
+            self._pool = (
+                ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zarchive-read")
+                if self._own_pool
+                else shared_pool(PREFETCH_POOL, workers)
+            )
         self._members: dict[str, tuple[Pieces, list[tuple[int, Future[int] | int]]]] = {}
+        self._futures: list[Future[int]] = []
         self._done: dict[str, memoryview | Pieces] = {}
         try:
             for name in todo:
@@ -168,7 +177,9 @@ class Prefetch:
                     if self._pool is None:
                         parts.append((n, self._chunk(source, views, at)))
                     else:
-                        parts.append((n, self._pool.submit(self._chunk, source, views, at)))
+                        future = self._pool.submit(self._chunk, source, views, at)
+                        self._futures.append(future)
+                        parts.append((n, future))
                 self._members[name] = (pieces, parts)
         except BaseException:
             self.close()
@@ -218,7 +229,10 @@ class Prefetch:
             for _, part in parts:
                 if isinstance(part, Future):
                     part.cancel()
-        if self._pool is not None:
+        if self._pool is not None and self._own_pool:
             self._pool.shutdown(wait=True)
+        elif self._pool is not None:  # (the shared pool stays: wait for this prefetch's reads only)
+            wait(self._futures)
+        self._futures.clear()
         self._members.clear()
         self._done.clear()

@@ -38,11 +38,13 @@ def worker_count(limit: int) -> int:
     return max(1, min(limit, usable_cores()))
 
 
-def shared_pool(name: str) -> ThreadPoolExecutor:
-    """The pool for the job `name` (one worker per usable core), made in this process if need be."""
+def shared_pool(name: str, workers: int | None = None) -> ThreadPoolExecutor:
+    """The pool for the job `name` (`workers` threads, default one per usable core: the count it is
+    first made with), made in this process if need be."""
     pid = os.getpid()
     with _lock:
         made = _pools.get(name)
         if made is None or made[0] != pid:
-            made = _pools[name] = (pid, ThreadPoolExecutor(usable_cores(), thread_name_prefix=f"zarchive-{name}"))
+            pool = ThreadPoolExecutor(workers or usable_cores(), thread_name_prefix=f"zarchive-{name}")
+            made = _pools[name] = (pid, pool)
         return made[1]

@@ -329,7 +329,7 @@ class LoadContext:
         `shared=True`, a view that may be shared with other loads, for bytes that are only parsed."""
         name = self._member(name)
         data = self.reader.member_bytes(name, path=self.path_str, expected_size=expected_size)
-        return data if shared else self._own(name, 0, data)
+        return data if shared else self._own(name, 0, data, whole_member=True)
 
     def member_range(self, name: Any, begin: int, end: int, label: str) -> memoryview:
         """Bytes [begin, end) of a member, verified by entry `label`; writable and this load's own."""
@@ -342,10 +342,12 @@ class LoadContext:
         """Fill `out` with bytes [begin, begin + len(out)) of a member, verified by entry `label`."""
         self.archive.member_range_into(self._member(name), begin, label, out, path=self.path_str)
 
-    def _own(self, name: str, begin: int, data: memoryview) -> memoryview:
+    def _own(self, name: str, begin: int, data: memoryview, *, whole_member: bool = False) -> memoryview:
         """`data` as bytes that belong to this load: values built on them may be written to without
         changing what a later load from the same open archive sees (or what verify() checks). Within
-        this load, the same range gives the same buffer, so tensors that shared storage still do."""
+        this load, the same range gives the same buffer, so tensors that shared storage still do.
+        A full read takes a decompressed member the plan names once from the reader rather than copy
+        it (`whole_member`: `data` is all of it); a later load decodes it again."""
         if not isinstance(self.reader, ArchiveReader):
             return data  # other readers (ZANJ's) give every read bytes of its own
         key = (name, begin, data.nbytes)
@@ -356,6 +358,8 @@ class LoadContext:
         codec = self.archive.member_entry(name)["codec"]
         if codec == BYTE_GROUPS_CODEC:
             owned = data  # decoded afresh for this caller (see ArchiveReader.member_range)
+        elif codec != "none" and whole_member and self._taken(name, data):
+            owned = data
         elif codec != "none":
             owned = memoryview(bytearray(data))  # the reader keeps decoded members for later loads
         elif getattr(source, "mapped", False) and hasattr(source, "private_copy"):
@@ -366,6 +370,16 @@ class LoadContext:
             owned = data  # an unmapped source reads every range into a new buffer
         self._owned[key] = owned
         return owned
+
+    def _taken(self, name: str, data: memoryview) -> bool:
+        """Whether this load took decoded member `name` (`data`, all of it) from the reader's cache: in
+        a full read, where the plan names the member once and the bytes are writable."""
+        if not (self.whole and self.plan.uses.get(name) == 1 and not data.readonly):
+            return False
+        if data.nbytes != self.archive.member_entry(name)["size"]:
+            return False
+        self.archive.forget(name)
+        return True
 
     def _private_mapping(self) -> Any:
         """This load's own copy-on-write mapping of the file (a mapped source's private_copy), made

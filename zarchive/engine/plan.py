@@ -41,6 +41,7 @@ class Plan:
     classes: dict[str, list[str]] = field(default_factory=dict)  # classes and callables (see use_code)
     resolved: dict[tuple[str, str], type | None] = field(default_factory=dict)  # None: a GenericObject
     members: dict[str, int] = field(default_factory=dict)  # member -> bytes reading it allocates
+    uses: dict[str, int] = field(default_factory=dict)  # member -> how many times the walk named it
     inline_bytes: int = 0
     nodes: int = 0
 
@@ -119,11 +120,13 @@ class Planner:
         return FormatError(message, path=self.path_str, member=member)
 
     # --- walking ---
-    def visit(self, node: Any, key: str | int | None = None) -> None:
-        """Check one node and everything below it."""
-        if key is not None:
-            self.path.append(str(key))
-        self._depth += 1
+    def visit(self, node: Any, key: str | int | tuple[str | int, ...] | None = None) -> None:
+        """Check one node and everything below it. `key`: its path component, or components (a tuple:
+        an item of a list field visited on its own, as `("data", 2)`, one level deeper each)."""
+        keys = () if key is None else key if isinstance(key, tuple) else (key,)
+        self.path.extend(str(k) for k in keys)
+        levels = max(1, len(keys))
+        self._depth += levels
         try:
             if self._depth > MAX_DEPTH:
                 raise self.error(f"manifest nested more than {MAX_DEPTH} levels deep")
@@ -146,9 +149,9 @@ class Planner:
                 return
             self._visit_typed(tag, node)
         finally:
-            self._depth -= 1
-            if key is not None:
-                self.path.pop()
+            self._depth -= levels
+            if keys:
+                del self.path[-len(keys) :]
 
     def _visit_typed(self, tag: Any, node: dict[str, Any]) -> None:
         schema = self.registry.schema_for(tag)
@@ -240,6 +243,7 @@ class Planner:
         if entry.get("codec") == byte_groups.CODEC and name not in self.plan.members:
             # the chunk index must tile the member before a byte is decoded; decoded bytes count below
             byte_groups.parse_index(entry, member=name)
+        self.plan.uses[name] = self.plan.uses.get(name, 0) + 1
         if name not in self.plan.members:
             cost = entry["size"] if entry.get("codec") != "none" or not self._mapped else 0
             self.plan.members[name] = cost

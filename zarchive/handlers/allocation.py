@@ -23,7 +23,7 @@ from ..container.budget import ReadBudget
 if TYPE_CHECKING:
     from ..engine.context import LoadContext
 
-__all__ = ["allocating", "cast_array", "cast_tensor", "reach"]
+__all__ = ["affordable", "allocating", "cast_array", "cast_tensor", "reach"]
 
 
 def _budget(ctx: LoadContext) -> ReadBudget:
@@ -49,6 +49,13 @@ def allocating(ctx: LoadContext, cost: int, what: str, *, member: str | None = N
             path=ctx.path_str,
         )
     built[0] += cost
+
+
+def affordable(ctx: LoadContext, cost: int) -> bool:
+    """Whether `cost` bytes more than this load holds would pass `allocating` (nothing is charged): for a
+    load that can build the same value two ways, the faster one taking more memory."""
+    built: list[int] = ctx.state("read.built", lambda: [ctx.plan.nbytes])
+    return built[0] + _budget(ctx).json_bytes + cost <= _budget(ctx).limit
 
 
 def reach(shape: tuple[int, ...] | list[int], stride: tuple[int, ...] | list[int]) -> int:

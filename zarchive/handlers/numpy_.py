@@ -84,10 +84,12 @@ class NumpyArrayHandler(NumpyArraySchema, Handler):
         if seen is not None and seen[0] is arr:
             plan = seen[1]
         else:
-            # float data stays mappable, unless compress_weights asks for it byte-grouped
-            hint: CompressHint = "weights" if arr.dtype.kind in "fc" else "try"
+            # float data stays mappable, unless compress_weights asks for it byte-grouped; integers
+            # and datetimes are byte-grouped by their item size where that pays
+            grouped = arr.dtype.kind in "iumM" and arr.dtype.itemsize in (2, 4, 8)
+            hint: CompressHint = "weights" if arr.dtype.kind in "fc" else "grouped" if grouped else "try"
             plan = ctx.add_member("npy", lambda: [(None, p) for p in npy.array_parts(arr)], compress=hint)
-            plan.widths = [1, numpy_width(arr.dtype)]
+            plan.widths = [1, arr.dtype.itemsize if grouped else numpy_width(arr.dtype)]
             memo[id(arr)] = (arr, plan)
         return ctx.ref_node(plan, self.name, dtype=arr.dtype.str, shape=list(arr.shape), **order)
 

@@ -29,7 +29,7 @@ import pandas as pd
 from ..engine.context import LoadContext, Node, SaveContext
 from ..engine.objpath import join_path
 from ..errors import SaveError
-from ..nodes.tables import PandasFrameSchema, PandasIndexSchema, PandasSeriesSchema
+from ..nodes.tables import PandasFrameSchema, PandasIndexSchema, PandasSeriesSchema, python_built
 from .base import Handler, expect
 from .pandas_arrays import column_values, unsupported
 from .pandas_parts import at_child, load_values
@@ -269,12 +269,13 @@ class PandasFrameHandler(PandasFrameSchema, Handler):
         if not isinstance(keys, list) or len(keys) != ncols or not all(isinstance(k, str) for k in keys):
             keys = [str(i) for i in range(ncols)]
         arrays: dict[int, Any] = {}
-        for i, (key, col) in enumerate(zip(keys, data)):
-            values = load_values(col, ctx, nrows, key)
+        # columns built one Python object at a time first (see python_built)
+        for i in sorted(range(ncols), key=lambda i: not python_built(data[i])):
+            values = load_values(data[i], ctx, nrows, keys[i])
             if isinstance(values, np.ndarray) and values.dtype == object:
                 values = _series(values, index, None)
             arrays[i] = values
-        df = pd.DataFrame(arrays, index=index, copy=False)
+        df = pd.DataFrame({i: arrays[i] for i in range(ncols)}, index=index, copy=False)
         df.columns = columns
         _load_extras(df, node, ctx)
         return df

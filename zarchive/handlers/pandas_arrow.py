@@ -48,6 +48,9 @@ def _checked_strings(pa: Any, offsets: np.ndarray, data: memoryview, valid: np.n
     whole = np.array([0, len(data)], dtype=np.int64)
     try:
         pa.LargeStringArray.from_buffers(1, pa.py_buffer(whole), pa.py_buffer(data)).validate(full=True)
+    except pa.ArrowInvalid as e:
+        raise FormatError(f"string data is not valid UTF-8 ({e})", member=member) from None
+    try:
         arr = pa.LargeStringArray.from_buffers(length, pa.py_buffer(off), pa.py_buffer(data), bitmap, nulls)
         arr.validate()
     except pa.ArrowInvalid as e:
@@ -136,6 +139,32 @@ def arrow_dict_strings(
     indices = pa.array(codes.astype(np.int64, copy=False), mask=codes < 0)
     decoded = pa.DictionaryArray.from_arrays(indices, dictionary).cast(pa.large_string())
     return pd.arrays.ArrowStringArray(decoded, dtype=dtype)
+
+
+def arrow_objects(offsets: np.ndarray, data: memoryview, valid: np.ndarray | None, *, member: str) -> np.ndarray | None:
+    """The object array of a "utf8" column's rows (checked offsets, data, validity), every row its own
+    str made by pyarrow in row order, None where missing; None without pyarrow. (Arrow fills the array
+    in C: 65% of the time of utf8_column.decode_utf8 plus the array, 2026-11-28.)"""
+    pa = _pyarrow()
+    if pa is None:
+        return None
+    out: np.ndarray = _checked_strings(pa, offsets, data, valid, member).to_numpy(zero_copy_only=False)
+    return out
+
+
+def arrow_dict_objects(offsets: np.ndarray, data: memoryview, codes: np.ndarray, *, member: str) -> np.ndarray | None:
+    """The object array of a "dict" column's rows (its dictionary's checked offsets and data, codes
+    already checked to lie in -1..count-1), every row its own str made by pyarrow in row order, None
+    where the code is -1; None without pyarrow. (Arrow's take and its conversion to Python objects
+    fill the array in C: about 60% of the time of utf8_column.dict_rows, 2026-11-28.)"""
+    pa = _pyarrow()
+    if pa is None:
+        return None
+    dictionary = _checked_strings(pa, offsets, data, None, member)
+    missing = codes < 0 if len(codes) and int(codes.min()) < 0 else None
+    indices = pa.array(codes, mask=missing)
+    out: np.ndarray = dictionary.take(indices).to_numpy(zero_copy_only=False)
+    return out
 
 
 # --- ArrowDtype columns (format 1.5): the "arrow" layout, an `arrow.array` node (handlers/arrow_.py) ---

@@ -13,12 +13,23 @@ import numpy as np
 import pandas as pd
 
 from .._compat import pandas as pandas_compat
-from ..container.utf8_column import decode_utf8
+from ..container.utf8_column import MAX_ROW_WIDTH, decode_utf8, dict_rows
 from ..engine.context import LoadContext, Node, SaveContext
+from ..nodes.columns import STR_OBJECT_BYTES
+from .allocation import affordable, allocating
 from .base import expect
-from .pandas_arrow import arrow_buffers, arrow_column, arrow_dict_strings, arrow_dictionary, arrow_strings
+from .pandas_arrow import (
+    arrow_buffers,
+    arrow_column,
+    arrow_dict_objects,
+    arrow_dict_strings,
+    arrow_dictionary,
+    arrow_objects,
+    arrow_strings,
+)
 from .pandas_parts import mask_part
 from .pandas_text import (
+    SHARED_VALUES_MAX,
     DictParts,
     decode_strings,
     dict_parts,
@@ -87,7 +98,7 @@ def save_strings(
     present = (values[~mask] if has_missing else values).tolist()
     if not inline:
         try:  # Arrow's layout (format 1.3); a lone surrogate needs the escaped .jsonl below
-            return save_utf8(name, base, present, ~mask if has_missing else None, ctx)
+            return save_utf8(name, base, present, ~mask if has_missing else None, ctx, narrow=True)
         except UnicodeEncodeError:
             pass
     fields = {**base, "layout": "strings", "count": len(present)}
@@ -112,18 +123,25 @@ def load_strings(node: dict[str, Any], length: int, ctx: LoadContext) -> Any:
             if arrow is not None:
                 return arrow
             dtype = pd.StringDtype("python", na_value=na)
-        out = _dict_values(parts, na, node["$ref"])
+        out = _dict_values(parts, na, node["$ref"], ctx)
     else:
         if node["layout"] == "utf8":
             offsets, data, valid = utf8_parts(node, ctx, length)
             adopted = None if dtype is None else arrow_strings(offsets, data, valid, dtype, member=node["$ref"])
             if adopted is not None:  # pyarrow storage: pandas takes the column's own buffers
                 return adopted
-            present = decode_utf8(offsets, data, length, member=node["$ref"])  # missing ones as "", masked below
             mask = None if valid is None else ~valid
+            made = arrow_objects(offsets, data, valid, member=node["$ref"])  # (None where missing)
+            if made is not None:
+                out = made
+                if mask is not None:
+                    out[mask] = na
+            else:
+                present = decode_utf8(offsets, data, length, member=node["$ref"])  # missing ones as "", masked
+                out = _place(present, mask, length, na)
         else:
             mask, present = _strings_present(node, length, ctx)
-        out = _place(present, mask, length, na)
+            out = _place(present, mask, length, na)
     if dtype is None:
         return pd.arrays.NumpyExtensionArray(out)
     if dtype.storage == "python":  # every item is a str the reader made, or the missing value
@@ -165,24 +183,50 @@ def _strings_present(node: dict[str, Any], length: int, ctx: LoadContext) -> tup
     return mask, present
 
 
-def _dict_values(parts: DictParts, na: Any, member: str) -> np.ndarray:
-    """The object array of a "dict" text column (its checked parts): each distinct string made once,
-    every row a reference to its value, `na` where the code is -1. pandas' `take` copies the
-    references in a typed loop (about twice numpy's speed on object arrays)."""
+def _dict_values(parts: DictParts, na: Any, member: str, ctx: LoadContext) -> np.ndarray:
+    """The object array of a "dict" text column (its checked parts), `na` where the code is -1.
+
+    A dictionary of more than SHARED_VALUES_MAX short values is read with every row its own str,
+    made in row order (by pyarrow where it is installed, else utf8_column.dict_rows), where the
+    read's budget has room: rows that share one str per value send whatever reads them next (a
+    comparison, `str.len`) to the values in the codes' order, scattered over more memory than the
+    cache holds (2.3x the time of `str.len` on 1M rows of 100,000 values, 2026-11-28). Otherwise each
+    distinct string is made once and every row refers to its value (pandas' `take` copies the
+    references in a typed loop, about twice numpy's speed on object arrays)."""
     offsets, data, codes = parts
-    distinct = np.empty(len(offsets) - 1, dtype=object)
-    distinct[:] = decode_utf8(offsets, data, len(distinct), member=member)
+    count = len(offsets) - 1
+    width = int(np.diff(offsets).max(initial=0)) + 1  # the longest value, and a separator
+    cost = len(codes) * (4 * width + STR_OBJECT_BYTES)
+    if count > SHARED_VALUES_MAX and width <= MAX_ROW_WIDTH and affordable(ctx, cost):
+        out = _own_rows(offsets, data, codes, member)
+        if out is not None:
+            allocating(ctx, len(codes) * (width + STR_OBJECT_BYTES), "the strings of a text column", member=member)
+            if len(codes) and int(codes.min()) < 0:
+                out[codes < 0] = na
+            return out
+    distinct = np.empty(count, dtype=object)
+    distinct[:] = decode_utf8(offsets, data, count, member=member)
     out = pd.api.extensions.take(distinct, codes, allow_fill=True, fill_value=np.nan if na is None else na)
     if na is None and len(codes):  # take fills with NaN when asked for None
         out[codes < 0] = None
     return out
 
 
+def _own_rows(offsets: np.ndarray, data: memoryview, codes: np.ndarray, member: str) -> np.ndarray | None:
+    """The rows of a "dict" column, each its own str (None where the code is -1, for the caller to
+    replace); None when neither pyarrow nor dict_rows can make them."""
+    out = arrow_dict_objects(offsets, data, codes, member=member)
+    if out is not None:
+        return out
+    rows = dict_rows(offsets, data, codes, member=member)
+    return None if rows is None else np.fromiter(rows, dtype=object, count=len(rows))
+
+
 def _place(present: list[str], mask: np.ndarray | None, length: int, na: Any) -> np.ndarray:
     """An object array of `length` items: `present` in order where `mask` is false (everywhere when
     None or when `present` has an item per row), `na` where it is true."""
     if mask is None or len(present) == length:
-        out = np.array(present, dtype=object) if present else np.empty(0, dtype=object)
+        out = np.fromiter(present, dtype=object, count=len(present))
         if mask is not None:
             out[mask] = na
         return out

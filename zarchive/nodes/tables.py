@@ -33,8 +33,25 @@ class PandasSeriesSchema(NodeSchema):
         return f"Series[{node.get('length')}] {node.get('dtype')}"
 
 
+def python_built(column: Any) -> bool:
+    """Whether a frame's column node is read one Python object at a time (text in python storage,
+    object columns). A frame reads these first: the members of its other columns are meanwhile
+    decompressed on the other cores, in the order the plan met them (so the plan meets them last)."""
+    return isinstance(column, dict) and (column.get("storage") == "python" or column.get("dtype") == "object")
+
+
 class PandasFrameSchema(NodeSchema):
     name = "pandas.DataFrame"
+
+    def plan(self, node: dict[str, Any], p: PlanSink) -> None:
+        data = node.get("data")
+        if not isinstance(data, list):
+            p.walk_fields(node)
+            return
+        p.walk_fields({k: v for k, v in node.items() if k != "data"})
+        p.count_nodes(1)  # (the list itself, as a walk of the field counts it)
+        for i in sorted(range(len(data)), key=lambda i: not python_built(data[i])):
+            p.visit(data[i], ("data", i))
 
     def children(self, node: dict[str, Any]) -> dict[str, Any] | None:
         keys, data, shape, dtypes = (node.get(k) for k in ("column_keys", "data", "shape", "dtypes"))
