@@ -24,6 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import async_stall
+import plain_install
 from compressed import render_samples, run_samples
 from measure import (
     can_drop_caches,
@@ -341,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             render(saved["machine"], saved["raw_io"], saved["workloads"], saved["settings"])
             + render_samples(saved.get("samples"))
+            + plain_install.render(saved.get("plain_install"))
         )
         return 0
     global VERBOSE
@@ -383,6 +385,11 @@ def main(argv: list[str] | None = None) -> int:
         log("compressed weights: the codec table")
         samples = run_samples(reps=reps, mib=8 if args.quick else 32)  # benchmarks/compressed.py
         text += render_samples(samples)
+        plain = None
+        if "table" in names:
+            log("the table without pyarrow (a plain install), in a child process")
+            plain = plain_install.measure(reps, 100_000 if args.quick else 1_000_000)
+            text += plain_install.render(plain)
         print(text)
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:
@@ -396,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
                     "workloads": results,
                     "async_stall": stall,
                     "samples": samples,
+                    "plain_install": plain,
                 },
                 f,
                 indent=1,
