@@ -18,6 +18,7 @@ case under an address-space limit of 4 GiB over the process's mappings at the st
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import copy
 import functools
@@ -70,6 +71,7 @@ def _bases() -> dict[str, dict[str, bytes]]:
 
 BASES = _bases()
 WORK = Path(tempfile.mkdtemp(prefix="zarchive-fuzz-kinds-"))
+atexit.register(shutil.rmtree, WORK, ignore_errors=True)
 JSON = json_values(["arr.npy", "w", "b", "model.w@0,0"], ["torch.Tensor", "numpy.ndarray", "exports"])
 
 
