@@ -293,7 +293,8 @@ class ArchiveReader:
         own: turns this reader's view into the caller's own view of the same bytes (another private
         mapping of the file); the check then runs on the bytes returned, so their pages are read once.
         via: the caller's own source of the same file (its private mapping), to take the bytes of an
-        uncompressed member from directly, rather than through a view of this reader's."""
+        uncompressed member from directly, rather than through a view of this reader's: `own` then
+        gets bytes of that source."""
         entry = self.member_entry(name, path=path)
         if not (0 <= begin <= end <= entry["size"]):
             raise FormatError("range outside the member", member=name, path=path)

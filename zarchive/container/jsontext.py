@@ -184,7 +184,7 @@ def _loads_strict(data: bytes | bytearray | memoryview | str, *, member: str, pa
         text = data
     else:
         try:
-            text = bytes(data).decode("utf-8")
+            text = str(data, "utf-8")  # (straight from the buffer: no copy into bytes first)
         except UnicodeDecodeError as e:
             raise FormatError(f"not valid UTF-8 JSON: {e}", member=member) from None
     if text.startswith("\ufeff"):  # (json.loads refuses this itself; a decoder's decode() does not)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from ..errors import NotAZipError, UnsafeArchiveError
+from ..errors import IntegrityError, NotAZipError, UnsafeArchiveError
 from .crc import crc32
 from .names import check_name, collision_key
 from .source import ByteSource
@@ -204,8 +204,6 @@ class ZipReader:
 
     def read_checked(self, name: str) -> memoryview:
         """The member's bytes, after checking them against the zip CRC."""
-        from ..errors import IntegrityError
-
         data = self.view(name)
         if crc32(data) != self.members[name].crc:
             raise IntegrityError("member bytes do not match the zip CRC (damaged file)", member=name)

@@ -336,18 +336,24 @@ class LoadContext:
         name = self._member(name)
         archive = self.archive
         via = self._private_mapping() if archive.source.mapped and hasattr(archive.source, "private_copy") else None
-        return archive.member_range(name, begin, end, label, own=lambda data: self._own(name, begin, data), via=via)
+        mine = via is not None  # (then uncompressed bytes come from this load's own mapping: no second view)
+        return archive.member_range(
+            name, begin, end, label, own=lambda data: self._own(name, begin, data, mine=mine), via=via
+        )
 
     def member_range_into(self, name: Any, begin: int, label: str, out: memoryview) -> None:
         """Fill `out` with bytes [begin, begin + len(out)) of a member, verified by entry `label`."""
         self.archive.member_range_into(self._member(name), begin, label, out, path=self.path_str)
 
-    def _own(self, name: str, begin: int, data: memoryview, *, whole_member: bool = False) -> memoryview:
+    def _own(
+        self, name: str, begin: int, data: memoryview, *, whole_member: bool = False, mine: bool = False
+    ) -> memoryview:
         """`data` as bytes that belong to this load: values built on them may be written to without
         changing what a later load from the same open archive sees (or what verify() checks). Within
         this load, the same range gives the same buffer, so tensors that shared storage still do.
         A full read takes a decompressed member the plan names once from the reader rather than copy
-        it (`whole_member`: `data` is all of it); a later load decodes it again."""
+        it (`whole_member`: `data` is all of it); a later load decodes it again. `mine`: uncompressed
+        bytes in `data` were read through this load's own private mapping (`_private_mapping`)."""
         if not isinstance(self.reader, ArchiveReader):
             return data  # other readers (ZANJ's) give every read bytes of its own
         key = (name, begin, data.nbytes)
@@ -362,6 +368,8 @@ class LoadContext:
             owned = data
         elif codec != "none":
             owned = memoryview(bytearray(data))  # the reader keeps decoded members for later loads
+        elif mine:
+            owned = data
         elif getattr(source, "mapped", False) and hasattr(source, "private_copy"):
             owned = self._private_mapping().view(self.archive.zip.members[name].data_offset + begin, data.nbytes)
         elif getattr(source, "mapped", False):
