@@ -9,7 +9,9 @@ Writing is one `join` plus one `encode` for the whole column, the lengths counte
 makes Python strings (what pandas' python storage holds) without a parse per row: the reader copies
 the data once with a separator byte after each string (a byte the data does not contain), decodes
 the whole buffer once and splits it once, all in C. Data that holds every candidate separator is
-sliced string by string instead (slower, same result).
+sliced string by string instead (slower, same result). Where the separators go depends on the offsets
+alone: a reader that has them before the data (a full read decompresses the data member on another
+core meanwhile) lays the buffer out first (`Gaps`) and hands it to `decode_utf8`.
 
 A dictionary column (codes into distinct values in this layout) can be read with every row its own
 string, made in row order (`dict_rows`): values up to MAX_ROW_WIDTH bytes are copied into a table of
@@ -90,26 +92,44 @@ def check_char_boundaries(raw: np.ndarray, off: np.ndarray, member: str | None) 
         raise FormatError(f"string {at} starts inside a UTF-8 character", member=member)
 
 
+class Gaps:
+    """The buffer of a column's text with a separator after each string, laid out from its offsets
+    (checked: check_offsets) before the data is at hand: where the separators go (`where`), which
+    bytes take the data (`keep`), and the buffer, a NUL at each separator and its pages touched, so
+    that once the data is there one copy fills it. For one `decode_utf8` or `separated` call: they
+    fill the buffer."""
+
+    __slots__ = ("buffer", "keep", "nbytes", "where")
+
+    def __init__(self, off: np.ndarray) -> None:
+        n = len(off) - 1
+        self.nbytes = int(off[-1])
+        self.where = off[1:] + np.arange(n)  # string i ends at off[i + 1], moved right by the i separators before it
+        self.keep = np.ones(self.nbytes + n, dtype=bool)
+        self.keep[self.where] = False
+        self.buffer = np.empty(self.nbytes + n, dtype=np.uint8)
+        self.buffer[self.where] = 0  # (a NUL every few bytes: every page is written now, not during the copy)
+
+
 def separated(
-    offsets: np.ndarray, data: memoryview | bytes, length: int, *, member: str | None
+    offsets: np.ndarray, data: memoryview | bytes, length: int, *, member: str | None, gaps: Gaps | None = None
 ) -> tuple[str, str] | None:
     """The column's text with a separator character after each string, and that separator (splitting
     the text on it gives the strings plus one empty piece at the end); None when every candidate byte
     occurs in the data. A FormatError for offsets of another count, out of order or out of range, or
-    bytes that are not UTF-8."""
+    bytes that are not UTF-8. `gaps`: the buffer laid out from these offsets (checked) beforehand."""
     n = length
-    off = check_offsets(offsets, len(data), n, member=member)
+    if gaps is None or gaps.nbytes != len(data) or len(gaps.where) != n:
+        gaps = Gaps(check_offsets(offsets, len(data), n, member=member))
     raw = np.frombuffer(data, dtype=np.uint8)
     # a separator right after a string that ends inside a character makes the buffer invalid UTF-8
     sep = next((s for s in _SEPARATORS if not (raw == s[0]).any()), None)
     if sep is None:
         return None
-    joined = np.empty(len(raw) + n, dtype=np.uint8)
-    where = off[1:] + np.arange(n)  # string i ends at off[i + 1], moved right by the i separators before it
-    keep = np.ones(len(joined), dtype=bool)
-    keep[where] = False
-    joined[keep] = raw
-    joined[where] = sep[0]
+    joined = gaps.buffer
+    joined[gaps.keep] = raw
+    if sep[0]:  # (the buffer holds a NUL at each separator already)
+        joined[gaps.where] = sep[0]
     return _decode(joined.data, member), sep.decode("ascii")
 
 
@@ -120,13 +140,16 @@ def _decode(data: memoryview | bytes, member: str | None) -> str:
         raise FormatError(f"string data is not valid UTF-8: {e.reason} at byte {e.start}", member=member) from None
 
 
-def decode_utf8(offsets: np.ndarray, data: memoryview | bytes, length: int, *, member: str | None) -> list[str]:
+def decode_utf8(
+    offsets: np.ndarray, data: memoryview | bytes, length: int, *, member: str | None, gaps: Gaps | None = None
+) -> list[str]:
     """The `length` strings of a column; a FormatError for offsets of another count, out of order or
-    out of range, or bytes that are not UTF-8."""
+    out of range, or bytes that are not UTF-8. `gaps`: the buffer laid out from these offsets
+    (checked) while the data was being read (Gaps)."""
     if length == 0:
         check_offsets(offsets, len(data), 0, member=member)
         return []
-    joined = separated(offsets, data, length, member=member)
+    joined = separated(offsets, data, length, member=member, gaps=gaps)
     if joined is None:
         return sliced(offsets, data, length, member=member)
     text, sep = joined

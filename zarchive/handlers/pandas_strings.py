@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .._compat import pandas as pandas_compat
-from ..container.utf8_column import MAX_ROW_WIDTH, decode_utf8, dict_rows
+from ..container.utf8_column import MAX_ROW_WIDTH, Gaps, decode_utf8, dict_rows
 from ..engine.context import LoadContext, Node, SaveContext
 from ..nodes.columns import STR_OBJECT_BYTES
 from .allocation import affordable, allocating
@@ -38,7 +38,8 @@ from .pandas_text import (
     save_dict,
     save_utf8,
     save_utf8_buffers,
-    utf8_parts,
+    utf8_data,
+    utf8_head,
 )
 
 _CANONICAL_NAN = np.float64("nan").view(np.uint64)
@@ -126,7 +127,11 @@ def load_strings(node: dict[str, Any], length: int, ctx: LoadContext) -> Any:
         out = _dict_values(parts, na, node["$ref"], ctx)
     else:
         if node["layout"] == "utf8":
-            offsets, data, valid = utf8_parts(node, ctx, length)
+            offsets, valid = utf8_head(node, ctx, length)
+            # without pyarrow the rows are split from the text with a separator after each string: its
+            # buffer is laid out from the offsets while the data member is still being decompressed
+            gaps = Gaps(offsets) if length and not _has_pyarrow() else None
+            data = utf8_data(node, ctx)
             adopted = None if dtype is None else arrow_strings(offsets, data, valid, dtype, member=node["$ref"])
             if adopted is not None:  # pyarrow storage: pandas takes the column's own buffers
                 return adopted
@@ -137,7 +142,7 @@ def load_strings(node: dict[str, Any], length: int, ctx: LoadContext) -> Any:
                 if mask is not None:
                     out[mask] = na
             else:
-                present = decode_utf8(offsets, data, length, member=node["$ref"])  # missing ones as "", masked
+                present = decode_utf8(offsets, data, length, member=node["$ref"], gaps=gaps)  # missing: "", masked
                 out = _place(present, mask, length, na)
         else:
             mask, present = _strings_present(node, length, ctx)

@@ -126,6 +126,14 @@ def save_utf8_buffers(
 def utf8_parts(node: dict[str, Any], ctx: LoadContext, length: int) -> tuple[np.ndarray, memoryview, np.ndarray | None]:
     """The offsets, the data and the validity (None: all valid) of a "utf8" node, the validity checked
     against the offsets (a missing value holds no bytes); the offsets are checked when decoded."""
+    off, valid = utf8_head(node, ctx, length)
+    return off, utf8_data(node, ctx), valid
+
+
+def utf8_head(node: dict[str, Any], ctx: LoadContext, length: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """The checked offsets (int64: from 0 to the node's `nbytes`, never decreasing) and the validity
+    (None: all valid) of a "utf8" node, before its data is read (utf8_data): a full read decompresses
+    the data member on another core meanwhile, and the reader can lay out what the offsets decide."""
     valid = None
     if "valid" in node:
         ctx.path.append("valid")
@@ -135,11 +143,19 @@ def utf8_parts(node: dict[str, Any], ctx: LoadContext, length: int) -> tuple[np.
                 raise ctx.error(f"'valid' must be a bool array of {length} values")
         finally:
             ctx.path.pop()
-    off, data = _strings_of(node, ctx, length, "utf8")
-    member = node.get("$ref")
+    off = _offsets_of(node, ctx, length, "utf8")
     if valid is not None and length and bool((off[1:] != off[:-1])[~valid].any()):
-        raise ctx.error("a missing value holds bytes (its offsets must be equal)", member=member)
-    return off, data, valid
+        raise ctx.error("a missing value holds bytes (its offsets must be equal)", member=node.get("$ref"))
+    return off, valid
+
+
+def utf8_data(node: dict[str, Any], ctx: LoadContext) -> memoryview:
+    """The data member of a "utf8" node (or of a "dict" node's dictionary) whose offsets were checked
+    against its `nbytes` (utf8_head): `nbytes` bytes."""
+    data = ctx.member_bytes(node.get("$ref"), expected_size=node["nbytes"], shared=True)
+    if len(data) != node["nbytes"]:  # (member_bytes gives the size it was asked for: checked again, cheaply)
+        raise ctx.error(f"the data member holds {len(data)} bytes, not {node['nbytes']}", member=node.get("$ref"))
+    return data
 
 
 # --- the "dict" layout (format 1.4): the distinct values in the "utf8" layout plus integer codes ---
@@ -268,13 +284,13 @@ def dict_parts(node: dict[str, Any], ctx: LoadContext, length: int) -> DictParts
             raise ctx.error(f"codes must lie in -1..{count - 1} (the dictionary holds {count} values)")
     finally:
         ctx.path.pop()
-    off, data = _strings_of(node, ctx, count, "dict")
-    return off, data, codes
+    off = _offsets_of(node, ctx, count, "dict")
+    return off, utf8_data(node, ctx), codes
 
 
-def _strings_of(node: dict[str, Any], ctx: LoadContext, count: int, layout: str) -> tuple[np.ndarray, memoryview]:
-    """The checked offsets of `count` strings and the data member they index, of a "utf8" node or of a
-    "dict" node's dictionary."""
+def _offsets_of(node: dict[str, Any], ctx: LoadContext, count: int, layout: str) -> np.ndarray:
+    """The offsets of `count` strings, checked against the size of the data member they index
+    (`nbytes`), of a "utf8" node or of a "dict" node's dictionary."""
     ctx.path.append("offsets")
     try:
         offsets = ctx.load(node.get("offsets"))
@@ -286,5 +302,4 @@ def _strings_of(node: dict[str, Any], ctx: LoadContext, count: int, layout: str)
     nbytes = node.get("nbytes")
     if type(nbytes) is not int or nbytes < 0:
         raise ctx.error(f"a {layout!r} node needs 'nbytes', the size of its data member")
-    data = ctx.member_bytes(member, expected_size=nbytes, shared=True)
-    return check_offsets(offsets, len(data), count, member=member), data
+    return check_offsets(offsets, nbytes, count, member=member)
