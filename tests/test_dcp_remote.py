@@ -253,12 +253,13 @@ def test_damaged_checkpoints_on_memory(mem_url: str) -> None:
     key = tensor(zarchive.read(f"{url}/index.zarc"), "model.w")["chunks"][0][1]
     with zarchive.open(f"memory://{shard}") as arc:
         at = bytes(data).index(bits(arc[f"tensors/{key}"]))
-    data[at + 5] ^= 0xFF  # a flipped byte in one tensor: it is refused, the rest reads, verify says so
+    data[at + 5] ^= 0xFF  # a flipped byte in one tensor: its member (under 1 MiB, checked whole) is refused
     mem.pipe_file(shard, bytes(data))
     with zarchive.open(url) as arc:
-        assert bits(arc["model/b"]) == bits(state()["model"]["b"])
         with pytest.raises(IntegrityError):
             arc["model/w"]
+        with pytest.raises(IntegrityError):
+            arc["model/b"]
     assert not zarchive.verify(url)
     mem.pipe_file(shard, bytes(data[:-10]))  # another size than the index recorded
     with pytest.raises(IntegrityError, match="recorded"):

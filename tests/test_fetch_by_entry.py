@@ -56,7 +56,7 @@ def test_a_damaged_header_fails_what_reads_it_and_no_fetch(tmp_path: Path) -> No
     reads only the tensor's bytes, returns it intact; a full read and verify, which read the header,
     report the damage."""
     path = tmp_path / "a.zarc"
-    values = {"w": torch.randn(64, 64), "b": torch.randn(64)}
+    values = {"w": torch.randn(600, 600), "b": torch.randn(64)}  # (a member of over 1 MiB records entries)
     zarchive.save(values, path)
     with zarchive.open(path) as arc:
         member = arc.node("w")["$ref"]

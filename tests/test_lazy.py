@@ -57,7 +57,7 @@ def sample(seed: int = 0) -> dict[str, Any]:
         "config": {"lr": 0.1 * (seed + 1), "tags": ("a", "b")},
         "arr": rng.standard_normal(50_000).astype(np.float32),
         "ints": np.arange(20_000) * (seed + 1),
-        "model": {"w": torch.randn(256, 256, generator=g), "b": torch.randn(256, generator=g)},
+        "model": {"w": torch.randn(512, 512, generator=g), "b": torch.randn(256, generator=g)},  # (over 1 MiB: entries)
         "counts": {"idx": torch.randint(0, 5, (10_000,), generator=g)},
         "history": list(range(1000 + seed)),
     }

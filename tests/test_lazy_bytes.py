@@ -51,7 +51,7 @@ def test_one_small_tensor_from_a_200mb_archive_reads_only_its_bytes(tmp_path: Pa
 
 
 def test_a_damaged_neighbour_does_not_stop_a_lazy_read_but_is_caught_when_read(tmp_path: Path) -> None:
-    state = {"a": torch.randn(256, 256), "b": torch.randn(256, 256)}
+    state = {"a": torch.randn(512, 512), "b": torch.randn(512, 512)}  # (a member of over 1 MiB records entries)
     path = Path(zarchive.save({"m": state}, tmp_path / "x.zarc", durable=False))
     with zarchive.open(path) as arc:
         node = arc.node("m/b")

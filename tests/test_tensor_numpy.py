@@ -228,7 +228,8 @@ def test_tensor_table_and_lazy_fetch(tmp_path: Path) -> None:
         one = arc.get("model/layer42.weight")
         assert_same(one, sd["layer42.weight"])
         assert arc.summary("model/layer42.weight").startswith("tensor float32 [3, 3] -> model.safetensors")
-        assert list(arc._reader.parsed) == []  # found by its checksum entry: no header read or parsed
+        # (a member of at most 1 MiB records no checksum entries, format 1.6: found by its header)
+        assert list(arc._reader.parsed) == [("safetensors", "model.safetensors")]
         assert_same(arc["model/layer7.bias"], sd["layer7.bias"])
 
 
@@ -243,7 +244,7 @@ def test_split_members(tmp_path: Path) -> None:
         assert_same(got[k], v)
     with open_numpy(tmp_path / "a.zarc") as arc:
         assert_same(arc.get("sd/p599"), sd["p599"])
-        assert len(arc._reader.parsed) == 0  # (found by its entry)
+        assert len(arc._reader.parsed) == 1  # (by its member's header: a member of under 1 MiB records no entries)
 
 
 def test_compressed_members(tmp_path: Path) -> None:
@@ -324,6 +325,14 @@ def one_archive(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
     return tmp_path / "a.zarc", manifest_of(tmp_path / "a.zarc")["root"]
 
 
+@pytest.fixture
+def entries_archive(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    """one_archive's `u` in a member of over 1 MiB, which records checksum entries (format 1.6)."""
+    values = {"u": torch.arange(4, dtype=torch.uint8), "big": torch.zeros(300_000)}
+    zarchive.save(values, tmp_path / "e.zarc")
+    return tmp_path / "e.zarc", manifest_of(tmp_path / "e.zarc")["root"]
+
+
 def load_node(path: Path, node: dict[str, Any], **kwargs: Any) -> Any:
     with zarchive.open(path, tensors="numpy") as arc:
         return arc.load_node(node, "x/y", **kwargs)
@@ -370,11 +379,11 @@ def test_bad_view_nodes(
     ],
 )
 def test_node_disagrees_with_its_entry(
-    one_archive: tuple[Path, dict[str, Any]], change: dict[str, Any], pattern: str
+    entries_archive: tuple[Path, dict[str, Any]], change: dict[str, Any], pattern: str
 ) -> None:
     """A fetch finds the tensor by its checksum entry: a node whose dtype and shape take another
     number of bytes is refused, naming the member and the object path."""
-    path, root = one_archive
+    path, root = entries_archive
     with pytest.raises(FormatError, match=pattern) as info:
         load_node(path, {**root["u"], **change})
     assert info.value.member == "tensors.safetensors" and info.value.path == "x/y"

@@ -24,9 +24,12 @@ from zarchive.handlers.torch_members import MEMBER_ENTRIES
 from zarchive.nodes.tensor_rows import MIN_ROWS
 
 
-def many(n: int = MIN_ROWS, dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
+def many(n: int = MIN_ROWS, dtype: torch.dtype = torch.float32, *, big: bool = False) -> dict[str, torch.Tensor]:
+    """n tensors of 1 to 5 rows of 3 values (`big`: of 3,000 values, so that a member of them holds
+    over 1 MiB and records checksum entries, format 1.6)."""
     gen = torch.Generator().manual_seed(n)
-    return {f"layers.{i}.w": torch.randn(i % 5 + 1, 3, generator=gen).to(dtype) for i in range(n)}
+    cols = 3000 if big else 3
+    return {f"layers.{i}.w": torch.randn(i % 5 + 1, cols, generator=gen).to(dtype) for i in range(n)}
 
 
 def assert_same(got: dict[str, Any], want: dict[str, Any]) -> None:
@@ -121,8 +124,13 @@ def test_one_row_is_fetched_lazily_and_listed(tmp_path: Path) -> None:
         assert "float32 [3, 3]" in arc.summary("model/layers.7.w")
         with pytest.raises(zarchive.MemberNotFoundError):
             arc["model/nope"]
+        assert arc.entries("model.safetensors") == {}  # (a member of at most 1 MiB: checked whole, format 1.6)
+    sd = many(100, big=True)
+    zarchive.save({"model": sd}, tmp_path / "e.zarc")
+    with zarchive.open(tmp_path / "e.zarc") as arc:
+        assert torch.equal(arc["model/layers.7.w"], sd["layers.7.w"])
         entries = arc.entries("model.safetensors")
-        assert set(entries) == {"$header", *sd} and entries["layers.7.w"]["size"] == 36
+        assert set(entries) == {"$header", *sd} and entries["layers.7.w"]["size"] == 3 * 3000 * 4
 
 
 def test_the_cli_shows_rows(tmp_path: Path) -> None:
@@ -144,9 +152,8 @@ def _table_file(tmp_path: Path, edit: Any) -> Path:
         manifest = json.loads(json.dumps(arc.manifest))
         meta = {k: v for k, v in arc.meta.items() if k != "members"}
         data = zf.read("tensors.safetensors")
-        labels = sorted(arc.entries("tensors.safetensors").items(), key=lambda kv: kv[1]["offset"])
     edit(manifest["root"]["tensors"])
-    parts = [(label, memoryview(data)[e["offset"] : e["offset"] + e["size"]]) for label, e in labels]
+    parts: list[tuple[str | None, memoryview]] = [(None, memoryview(data))]  # (under 1 MiB: no entries)
     plan = MemberPlan(base_name="tensors.safetensors", parts=lambda: parts, compress="never")
     choose_codecs([plan], None)
     out = tmp_path / "edited.zarc"
@@ -194,7 +201,7 @@ def test_a_table_saved_on_a_gpu_follows_map_location(tmp_path: Path) -> None:
 def test_duplicate_checksum_entry_rows_are_refused(tmp_path: Path) -> None:
     from hostile.craft import pack, unpack
 
-    zarchive.save(many(), tmp_path / "d.zarc", compress=False)
+    zarchive.save(many(big=True), tmp_path / "d.zarc", compress=False)
     parts = unpack((tmp_path / "d.zarc").read_bytes())
 
     def dup(meta: dict[str, Any]) -> None:
@@ -264,7 +271,7 @@ def test_the_cli_counts_the_tensors_of_each_member(tmp_path: Path) -> None:
 def test_fetching_one_tensor_reads_no_header(tmp_path: Path) -> None:
     """A fetch finds its tensor by the checksum entry of its member (in the metadata opening read):
     it reads the tensor's bytes and nothing else of the member, and parses no header."""
-    sd = many(4 * MEMBER_ENTRIES)
+    sd = {f"layers.{i}.w": torch.randn(1100) for i in range(4 * MEMBER_ENTRIES)}  # members of over 1 MiB
     zarchive.save(sd, tmp_path / "h.zarc", compress=False)
     with zarchive.open(tmp_path / "h.zarc") as arc:
         key = f"layers.{2 * MEMBER_ENTRIES + 5}.w"

@@ -124,7 +124,7 @@ def test_overview_tree_metadata_audit_configs(run: Path) -> None:
         assert "default-src 'none'" in headers["Content-Security-Policy"]
         assert headers["Referrer-Policy"] == "no-referrer"
         for text in ("layers.0.weight", "float32", "[48, 32]", "model.safetensors", "tests.viewer:TrainConfig",
-                     "zstd", 'id="search"', "zarchive 1.5"):  # fmt: skip
+                     "zstd", 'id="search"', "zarchive 1.6"):  # fmt: skip
             assert text in page, text
         assert 'value="0.01"' in page and "readonly" in page  # the config as a read-only form
         assert "&lt;b&gt;not bold&lt;/b&gt;" in page and "<b>not bold</b>" not in page

@@ -10,7 +10,7 @@ import { decodeFrame } from "./zstd.js";
 import { checkExports } from "./exports.js";
 
 export const READER_MAJOR = 1;
-export const READER_MINOR = 5;
+export const READER_MINOR = 6;
 export const MAX_JSON_MEMBER = 512 * 2 ** 20;
 export const MAX_DECOMPRESSED = 4 * 2 ** 30;
 const RESERVED = new Set(["manifest.json", "metadata.json"]);

@@ -3,6 +3,7 @@
 // every member and inline value against the read's budget before it decodes it.
 
 import { FormatError, UnsafeArchiveError } from "./errors.js";
+import { READER_MAJOR, READER_MINOR } from "./archive.js";
 import { parseCost, parseJson, decodeUtf8 } from "./json.js";
 import { dumpsCompact, pyFloatRepr } from "./pyjson.js";
 import { sha256 } from "./sha256.js";
@@ -89,7 +90,7 @@ export class Describer {
     if (method) return method.call(this, node, path);
     const table = typeof tag === "string" && this.tables && Object.hasOwn(this.tables, tag) ? this.tables[tag] : null;
     if (table) return table(this, node, path);
-    if (typeof tag === "string" && this.arc.version[1] > 5) throw this.fail(path, `node type '${tag}' is newer than this reader (1.5; the file is ${this.arc.version.join(".")})`);
+    if (typeof tag === "string" && this.arc.version[1] > READER_MINOR) throw this.fail(path, `node type '${tag}' is newer than this reader (${READER_MAJOR}.${READER_MINOR}; the file is ${this.arc.version.join(".")})`);
     throw this.fail(path, `unknown node type ${JSON.stringify(String(tag)).slice(0, 80)}`);
   }
 

@@ -416,6 +416,16 @@ def tensor_tables_split() -> dict[str, Any]:
     return {"model": state, "counts": counts}
 
 
+def small_members() -> dict[str, Any]:
+    """Format 1.6: uncompressed .safetensors members of at most 1 MiB record no checksum entries (they
+    are checked whole). A 300-tensor state dict of float32 tensors of 2 to 48 values (two members,
+    a tensor table split over them) beside a tensor that is not in a table (member tensors.safetensors)
+    and int64 counts that compress (their member is zstd, which never has entries)."""
+    model = fill_deterministic(torch.nn.Sequential(*[torch.nn.Linear(4, 2 + i % 6) for i in range(150)]))
+    counts = torch.arange(64, dtype=torch.int64).repeat(8)
+    return {"model": model.state_dict(), "lone": torch.linspace(-1.0, 1.0, 33), "counts": counts}
+
+
 def columns_text() -> dict[str, Any]:
     """Format 1.3: text columns in Arrow's string layout ("utf8": offsets, a UTF-8 data member, a
     validity array where values are missing): str with NaN, string with NA, an object column of str

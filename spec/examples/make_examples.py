@@ -124,6 +124,9 @@ EXAMPLES: tuple[Example, ...] = (
             "large_string, string, a zoned timestamp, list, struct, dictionary) with missing values on an ArrowDtype "
             "index, and a polars frame (String, Categorical, Enum, zoned Datetime, List, Struct, Int16)",
             builders.columns_arrow, settings={"external_array_threshold": 4}),
+    Example("small_members", "format 1.6: uncompressed .safetensors members of at most 1 MiB without checksum "
+            "entries (checked whole): a 300-tensor state dict in two members, a tensor outside a table, int64 "
+            "counts", builders.small_members),
 )  # fmt: skip
 
 

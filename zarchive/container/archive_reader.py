@@ -18,6 +18,7 @@ from .budget import ReadBudget, holds_json, json_memory_floor
 from .chunk_reader import ChunkCache, ChunkedMember
 from .crc import crc32, crc_hex
 from .jsontext import loads_strict
+from .member_checks import MemberChecks
 from .member_verify import verify_members
 from .metadata_table import EntryTables, check_metadata
 from .pieces import Pieces
@@ -49,7 +50,6 @@ class ArchiveReader:
         # (offset, length) -> (bytes, their CRC-32) in one pass, where the source reads (not maps) them
         self._view_crc: Callable[[int, int], tuple[memoryview, int]] | None = getattr(source, "view_crc", None)
         self._decoded: dict[str, memoryview] = {}
-        self._checked: set[tuple[str, str]] = set()
         # members' parsed format headers, shared by every load from this open archive (read-only)
         self.parsed: dict[tuple[str, str], Any] = {}
         self._chunked: dict[str, ChunkedMember] = {}
@@ -67,6 +67,7 @@ class ArchiveReader:
         self.metadata = self._read_json(METADATA_NAME, check_listed=False)
         check_metadata(self.metadata, self.zip.members)
         self.entries = EntryTables(self.metadata["members"])
+        self.checks = MemberChecks(self.zip, self.entries, self.budget, verify=verify)
         self.manifest = self._read_json(MANIFEST_NAME)
         if not isinstance(self.manifest, dict) or "root" not in self.manifest:
             raise FormatError("the manifest has no 'root' node", member=MANIFEST_NAME)
@@ -136,17 +137,16 @@ class ArchiveReader:
     # --- member access ---
     def is_checked(self, name: str) -> bool:
         """Whether member `name`'s bytes were checked against its CRC already (or are being checked)."""
-        return (name, "") in self._checked
+        return self.checks.is_checked(name)
 
     def mark_checked(self, names: list[str]) -> None:
         """Record that these whole members are checked (by a caller that checks them itself and
         fails the read if one is damaged, e.g. parallel_verify)."""
-        self._checked.update((name, "") for name in names)
+        self.checks.mark_checked(names)
 
     def unmark_checked(self, names: list[str]) -> None:
         """Take back mark_checked for these members (their check failed, or will not happen)."""
-        for name in names:
-            self._checked.discard((name, ""))
+        self.checks.unmark_checked(names)
 
     def has_member(self, name: str) -> bool:
         return name in self.zip.members and name != METADATA_NAME
@@ -183,12 +183,12 @@ class ArchiveReader:
         if entry["codec"] == "none":
             whole = self.whole_member(name) if self.whole_member is not None else None
             data = whole[:] if whole is not None else self.zip.view(name)
-            if self.verify and (name, "") not in self._checked:
+            if self.verify and not self.checks.is_checked(name):
                 if crc32(data) != self.zip.members[name].crc:
                     raise IntegrityError(
                         "member bytes do not match their checksum (damaged file)", member=name, path=path
                     )
-                self._checked.add((name, ""))
+                self.checks.mark_checked([name])
             if self.on_read is not None:
                 self.on_read(name, data.nbytes)
             if holds_json(name):  # its caller parses it next
@@ -308,18 +308,26 @@ class ArchiveReader:
             return own(data) if own is not None else data
         info = self.zip.members[name]
         whole = self.whole_member(name) if self.whole_member is not None else None
+        source = self.source if via is None else via
         crc: int | None = None
+        read = end - begin
+        held = self.checks.held(name, source) if whole is None else None
         if whole is not None:
             data = whole[begin:end]
-        elif self._view_crc is not None and self._needs_check(name, label):  # (a source that reads, not maps)
+        elif held is not None or self.checks.checks_whole(name, label):
+            member = held if held is not None else self.checks.checked_member(name, source, path)
+            data, read = member[begin:end], 0 if held is not None else member.nbytes
+            if not source.mapped and data.nbytes < member.nbytes:
+                data = memoryview(bytearray(data))  # (the range alone: it does not hold the rest of the member)
+        elif self._view_crc is not None and self.checks.needs_check(name, label):  # (a source that reads, not maps)
             data, crc = self._view_crc(info.data_offset + begin, end - begin)  # read and checked in one pass
         else:
-            data = (self.source if via is None else via).view(info.data_offset + begin, end - begin)
+            data = source.view(info.data_offset + begin, end - begin)
         if own is not None:
             data = own(data)
-        self._check_entry(name, label, begin, data, path, crc)
+        self.checks.check_entry(name, label, begin, data, path, crc)
         if self.on_read is not None:
-            self.on_read(name, data.nbytes)
+            self.on_read(name, read)
         return data
 
     def member_range_into(self, name: str, begin: int, label: str, out: memoryview, *, path: str | None = None) -> None:
@@ -347,34 +355,17 @@ class ArchiveReader:
             crc: int | None = None
             if whole is not None:
                 out[:] = whole[begin:end]
-            elif fill_crc is not None and self._needs_check(name, label):
+            elif self.checks.checks_whole(name, label):
+                out[:] = self.checks.checked_member(name, self.source, path)[begin:end]
+            elif fill_crc is not None and self.checks.needs_check(name, label):
                 crc = fill_crc(out, at)  # read and checked in one pass
             elif fill is not None:
                 fill(out, at)
             else:
                 out[:] = self.source.view(at, out.nbytes)
-            self._check_entry(name, label, begin, out, path, crc)
+            self.checks.check_entry(name, label, begin, out, path, crc)
         if self.on_read is not None:
             self.on_read(name, out.nbytes)
-
-    def _needs_check(self, name: str, label: str) -> bool:
-        """Whether entry `label` of member `name` is still to be checked when it is read."""
-        return self.verify and (name, label) not in self._checked and (name, "") not in self._checked
-
-    def _check_entry(
-        self, name: str, label: str, begin: int, data: memoryview, path: str | None, crc: int | None = None
-    ) -> None:
-        """Check `data`, the bytes of entry `label` of an uncompressed member, against its CRC (once
-        per entry, and not at all once the whole member was checked); `crc`: theirs where the read
-        that brought them took it already."""
-        if not self._needs_check(name, label):
-            return
-        e = self.checked_entry(name, label)
-        if e is None or e["offset"] != begin or e["size"] != data.nbytes:
-            raise IntegrityError(f"no checksum recorded for entry {label!r}", member=name, path=path)
-        if crc_hex(crc32(data) if crc is None else crc) != e["crc32"]:
-            raise IntegrityError(f"entry {label!r} does not match its checksum (damaged file)", member=name, path=path)
-        self._checked.add((name, label))
 
     def header_range(self, name: str, end: int, *, path: str | None = None) -> memoryview:
         """The first `end` bytes of a member (its format header), verified like an entry."""
@@ -386,6 +377,7 @@ class ArchiveReader:
         return verify_members(self)
 
     def close(self) -> None:
+        self.checks.release()
         self._decoded.clear()
         self._chunked.clear()
         self._chunk_cache.clear()

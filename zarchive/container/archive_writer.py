@@ -49,6 +49,9 @@ METADATA_NAME = "metadata.json"
 RESERVED_NAMES = frozenset({MANIFEST_NAME, METADATA_NAME})
 MEMBER_ALIGN = 64
 _BIG = 4 << 20  # buffers above this are checksummed on a second core while they are written
+# (format 1.6) an uncompressed member of at most this many bytes records no checksum entries: a fetch
+# from it checks the whole member, which costs less than every open parsing its entries (spec 6)
+ENTRIES_FROM = 1 << 20
 
 
 class _ChecksumPool:
@@ -88,7 +91,7 @@ def _write_plain(zw: ZipWriter, m: MemberPlan, pool: _ChecksumPool) -> dict[str,
         "stored_size": entry.size,
         "crc32": crc_hex(entry.crc),
     }
-    if entries:
+    if entries and entry.size > ENTRIES_FROM:
         info["entries"] = entries
     return info
 

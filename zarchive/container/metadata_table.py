@@ -125,6 +125,11 @@ class EntryTables:
             self._tables[name] = table
         return table
 
+    def records(self, name: str) -> bool:
+        """Whether member `name` records checksum entries (format 1.6 writers leave them out of small
+        members, which are checked whole)."""
+        return bool(self._members[name].get("entries"))
+
     def ranges(self, name: str) -> list[tuple[int, int]]:
         """(offset, size) of a member's entries, for planning only: not validated (rows that are not
         well formed are left out; overlaps and ranges past the member's end are kept, and the caller

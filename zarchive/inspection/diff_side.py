@@ -87,7 +87,9 @@ class Side:
 
     def stored(self, node: dict[str, Any]) -> str | None:
         """'size:crc32' of the stored bytes a node names (its member, or its entry in the member),
-        where a .zarc records them; None where the file does not (foreign files)."""
+        where a .zarc records them; None where the file does not (foreign files). A member that
+        records no entries (format 1.6: at most 1 MiB) stands for each of its tensors by its own
+        size and CRC-32 and the tensor's key: the same member bytes hold the same tensor under a key."""
         if getattr(self.arc, "format", None) != "zarchive":
             return None
         info = self.arc.members.get(node["$ref"])
@@ -103,7 +105,10 @@ class Side:
                     for e in (listed if isinstance(listed, list) else ())
                     if isinstance(e, list) and len(e) == 4 and isinstance(e[0], str)
                 }
-            return entries.get(key)
+            if entries or "entries" in info:
+                return entries.get(key)
+            crc = info.get("crc32")
+            return f"{info.get('size')}:{crc}#{key}" if isinstance(crc, str) and info.get("codec") == "none" else None
         crc = info.get("crc32")
         return f"{info.get('size')}:{crc}" if isinstance(crc, str) else None
 
