@@ -183,15 +183,7 @@ class WorkloadBench:
         for t in order:
             if key is None or t.lazy is None or not self.usable(t, "lazy") or self._skip(t, rep):
                 continue
-            p = self.path(t)
-            for _ in range(LAZY_SAMPLES):
-                drop_caches() if self.cold else warm_file(p)
-                try:
-                    secs, _ = timed(_lazy_and_touch, t, p, key)
-                except Exception as e:  # noqa: BLE001
-                    self.fail(t, "lazy", f"fails: {short_error(e)}")
-                    break
-                self._keep(t, rep, "lazy", secs)
+            self._fetches(t, rep, "lazy", key, LAZY_SAMPLES, fresh=False)
 
     def _fresh(self, order: list[Tool], rep: int) -> None:
         """A new open, one tensor (Workload.fresh_key) fetched and touched: FRESH_SAMPLES times a round, each after a
@@ -200,16 +192,22 @@ class WorkloadBench:
         for t in order:
             if key is None or t.name not in FRESH_TOOLS or t.lazy is None or not self.usable(t, "fresh"):
                 continue
-            p = self.path(t)
-            for _ in range(FRESH_SAMPLES):
-                drop_caches() if self.cold else warm_file(p)
+            self._fetches(t, rep, "fresh", key, FRESH_SAMPLES, fresh=True)
+
+    def _fetches(self, t: Tool, rep: int, metric: str, key: str, samples: int, *, fresh: bool) -> None:
+        """`samples` timed fetches of `key` with a touch, each after a read-through of the file (or with
+        the page cache dropped) and, for fresh opens, from a fresh state (_fresh_state)."""
+        p = self.path(t)
+        for _ in range(samples):
+            drop_caches() if self.cold else warm_file(p)
+            if fresh:
                 _fresh_state()
-                try:
-                    secs, _ = timed(_lazy_and_touch, t, p, key)
-                except Exception as e:  # noqa: BLE001
-                    self.fail(t, "fresh", f"fails: {short_error(e)}")
-                    break
-                self._keep(t, rep, "fresh", secs)
+            try:
+                secs, _ = timed(_lazy_and_touch, t, p, key)
+            except Exception as e:  # noqa: BLE001
+                self.fail(t, metric, f"fails: {short_error(e)}")
+                break
+            self._keep(t, rep, metric, secs)
 
     def _zanj(self, t: Tool) -> None:
         if t.name in self.broken:
