@@ -317,8 +317,8 @@ class ArchiveReader:
         elif held is not None or self.checks.checks_whole(name, label):
             member = held if held is not None else self.checks.checked_member(name, source, path)
             data, read = member[begin:end], 0 if held is not None else member.nbytes
-            if not source.mapped and data.nbytes < member.nbytes:
-                data = memoryview(bytearray(data))  # (the range alone: it does not hold the rest of the member)
+            if not source.mapped:  # the range's own copy: it holds neither the rest of the member nor the
+                data = memoryview(bytearray(data))  # bytes kept for the next read (checks.held)
         elif self._view_crc is not None and self.checks.needs_check(name, label):  # (a source that reads, not maps)
             data, crc = self._view_crc(info.data_offset + begin, end - begin)  # read and checked in one pass
         else:
