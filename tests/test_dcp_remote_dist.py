@@ -33,9 +33,13 @@ WORKER = Path(__file__).with_name("dcp_remote_worker.py")
 ROOT = WORKER.parent.parent
 
 
-def torchrun(s3: dict[str, Any], nproc: int, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def torchrun(
+    s3: dict[str, Any], nproc: int, *args: str, check: bool = True, tmpdir: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`tmpdir`: the ranks' temporary folder (TMPDIR), where an upload writes its file first."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-           "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore", "ZARCHIVE_S3_OPTIONS": json.dumps(s3["options"])}  # fmt: skip
+           "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore", "ZARCHIVE_S3_OPTIONS": json.dumps(s3["options"]),
+           **({"TMPDIR": str(tmpdir)} if tmpdir is not None else {})}  # fmt: skip
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
            str(WORKER), *args]  # fmt: skip
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
@@ -89,8 +93,11 @@ def test_rank_killed_mid_save_to_s3_keeps_previous(s3: dict[str, Any], tmp_path:
     uploaded; rank 1: its shard): the store still holds the previous checkpoint, whole, and the index
     names only shards that are there; the next save removes the killed save's shards."""
     url = f"s3://{s3['bucket']}/{uuid.uuid4().hex[:8]}"
-    done = torchrun(s3, 2, "kill", str(tmp_path), url, str(victim), check=False)
+    (tmp_path / "tmp").mkdir()
+    done = torchrun(s3, 2, "kill", str(tmp_path), url, str(victim), check=False, tmpdir=tmp_path / "tmp")
     assert done.returncode != 0 and "exitcode  : -9" in done.stderr, done.stderr[-3000:]  # killed by its SIGKILL
+    # a SIGKILL runs no cleanup: the killed upload's local file stays in its TMPDIR (here, the test's own)
+    assert len(list((tmp_path / "tmp").glob("*.zarc-upload"))) == 1
     target = f"{url}/killed"
     left = files(s3, target)
     from tests.dcp_worker import RunConfig
