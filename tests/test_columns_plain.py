@@ -47,7 +47,7 @@ def test_gaps_laid_out_first_give_the_same_strings(values: list[str]) -> None:
     for off in (offsets, offsets.astype(np.int32)):
         checked = check_offsets(off, len(data), len(values), member="m")
         gaps = Gaps(checked) if values else None
-        assert decode_utf8(off, data, len(values), member="m", gaps=gaps) == values
+        assert decode_utf8(checked, data, len(values), member="m", gaps=gaps) == values
 
 
 def test_gaps_of_other_offsets_are_not_used() -> None:
@@ -62,8 +62,9 @@ def test_data_holding_a_nul_takes_another_separator() -> None:
     """The buffer holds a NUL at each separator; data holding NUL bytes gets another separator."""
     values = ["a\x00b", "", "\x00", "é\x00"]
     offsets, data = encode_utf8(values)
-    gaps = Gaps(check_offsets(offsets, len(data), len(values), member="m"))
-    assert decode_utf8(offsets, data, len(values), member="m", gaps=gaps) == values
+    checked = check_offsets(offsets, len(data), len(values), member="m")
+    gaps = Gaps(checked)
+    assert decode_utf8(checked, data, len(values), member="m", gaps=gaps) == values
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["object", "str", "string"])
@@ -136,3 +137,12 @@ def test_hostile_text_columns_without_pyarrow(case: Case) -> None:
                 zarchive.read(path, lazy=lazy)
             assert type(info.value).__name__ in case.error.split("|"), str(info.value)
             assert re.search(case.match, str(info.value)), str(info.value)
+
+
+def test_gaps_of_other_offsets_of_the_same_sizes_are_not_used() -> None:
+    """A layout made from other offsets with the same count and data size (the separators in other
+    places) is made afresh too: only the offsets it was laid out from use it."""
+    values = ["ab", "c"]
+    offsets, data = encode_utf8(values)
+    other = Gaps(check_offsets(np.array([0, 1, 3]), 3, 2, member="m"))
+    assert decode_utf8(offsets, data, 2, member="m", gaps=other) == values

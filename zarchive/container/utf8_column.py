@@ -96,12 +96,14 @@ class Gaps:
     """The buffer of a column's text with a separator after each string, laid out from its offsets
     (checked: check_offsets) before the data is at hand: where the separators go (`where`), which
     bytes take the data (`keep`), and the buffer, a NUL at each separator and its pages touched, so
-    that once the data is there one copy fills it. For one `decode_utf8` or `separated` call: they
-    fill the buffer."""
+    that once the data is there one copy fills it. For one `decode_utf8` or `separated` call given the
+    same offsets array (`off`, kept: a layout serves only the offsets it was made from); they fill the
+    buffer."""
 
-    __slots__ = ("buffer", "keep", "nbytes", "where")
+    __slots__ = ("buffer", "keep", "nbytes", "off", "where")
 
     def __init__(self, off: np.ndarray) -> None:
+        self.off = off
         n = len(off) - 1
         self.nbytes = int(off[-1])
         self.where = off[1:] + np.arange(n)  # string i ends at off[i + 1], moved right by the i separators before it
@@ -117,9 +119,10 @@ def separated(
     """The column's text with a separator character after each string, and that separator (splitting
     the text on it gives the strings plus one empty piece at the end); None when every candidate byte
     occurs in the data. A FormatError for offsets of another count, out of order or out of range, or
-    bytes that are not UTF-8. `gaps`: the buffer laid out from these offsets (checked) beforehand."""
+    bytes that are not UTF-8. `gaps`: the buffer laid out from these offsets (checked) beforehand,
+    used where it was made from this very `offsets` array and fits the data, else made afresh."""
     n = length
-    if gaps is None or gaps.nbytes != len(data) or len(gaps.where) != n:
+    if gaps is None or gaps.off is not offsets or gaps.nbytes != len(data) or len(gaps.where) != n:
         gaps = Gaps(check_offsets(offsets, len(data), n, member=member))
     raw = np.frombuffer(data, dtype=np.uint8)
     # a separator right after a string that ends inside a character makes the buffer invalid UTF-8
